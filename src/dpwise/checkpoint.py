@@ -1,0 +1,81 @@
+"""Checkpoints: written atomically (temporary file, then rename), read without unpickling."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dpwise.errors import DpwiseError
+
+FORMAT = "dpwise-checkpoint"
+VERSION = 1
+# Settings that must match for a resumed run to continue the same trajectory.
+FINGERPRINT_KEYS = (
+    "model",
+    "model_args",
+    "data",
+    "data_args",
+    "batch_size",
+    "accum_steps",
+    "seed",
+    "optimizer",
+    "precision",
+    "lr",
+    "momentum",
+    "weight_decay",
+)
+
+
+def fingerprint(config_dict: dict[str, Any]) -> dict[str, Any]:
+    return {key: config_dict[key] for key in FINGERPRINT_KEYS}
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def save(path: Path, state: dict[str, Any]) -> None:
+    atomic_torch_save({"format": FORMAT, "version": VERSION, **state}, path)
+
+
+def load(path: Path, expected: dict[str, Any]) -> dict[str, Any]:
+    """Read a checkpoint; refuse what is missing, truncated, foreign or from another workload."""
+    if not path.is_file():
+        raise DpwiseError(f"--resume {path}: no such checkpoint file")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # truncated zip, foreign pickle, disallowed globals, ...
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DpwiseError(
+            f"--resume {path}: not a readable checkpoint (truncated or not a dpwise file): "
+            f"{reason[:160]}"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise DpwiseError(f"--resume {path}: not a dpwise checkpoint (no '{FORMAT}' marker)")
+    if state.get("version") != VERSION:
+        raise DpwiseError(
+            f"--resume {path}: checkpoint version {state.get('version')} is not {VERSION}; "
+            "resume it with the dpwise version that wrote it"
+        )
+    diffs = [
+        f"{key} {state['fingerprint'].get(key)!r} → {expected[key]!r}"
+        for key in FINGERPRINT_KEYS
+        if state["fingerprint"].get(key) != expected[key]
+    ]
+    if diffs:
+        raise DpwiseError(
+            f"--resume {path}: the checkpoint was written with other settings "
+            f"({'; '.join(diffs)}); resume with the original ones"
+        )
+    return state

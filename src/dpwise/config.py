@@ -1,0 +1,136 @@
+"""Typed, validated settings of one training run. Errors say what was received and how to fix it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from dpwise.errors import DpwiseError
+
+STRATEGIES = ("single", "dp", "ddp")
+PRECISIONS = ("fp32", "bf16", "fp16")
+OPTIMIZERS = ("sgd", "adamw")
+DEVICES = ("auto", "cpu", "cuda")
+BACKENDS = ("auto", "gloo", "nccl")
+RDZV_BACKENDS = ("c10d", "static")
+
+
+def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
+    """Turn ['layers=4', 'dim=256'] into {'layers': 4, 'dim': 256} (int, float, bool or str)."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise DpwiseError(f"{flag} {item!r} is not KEY=VALUE; write e.g. {flag} layers=4")
+        out[key.strip().replace("-", "_")] = _literal(raw.strip())
+    return out
+
+
+def _literal(raw: str) -> Any:
+    lowered = raw.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise DpwiseError(f"{name} {value!r} is not one of {', '.join(choices)}")
+
+
+def _at_least(name: str, value: int | float | None, low: int | float) -> None:
+    if value is not None and value < low:
+        raise DpwiseError(f"{name} must be at least {low}, got {value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """One training run: workload, strategy, launch and hyper-parameters.
+
+    ``batch_size`` is the GLOBAL batch of one micro-step: every strategy trains on the same rows.
+    """
+
+    model: str = "simple"
+    model_args: dict[str, Any] = field(default_factory=dict)
+    data: str | None = None
+    data_args: dict[str, Any] = field(default_factory=dict)
+    strategy: str = "single"
+    nproc: int | None = None
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rdzv_backend: str = "c10d"
+    max_restarts: int = 0
+    device: str = "auto"
+    backend: str = "auto"
+    epochs: int = 2
+    max_steps: int | None = None
+    batch_size: int = 256
+    lr: float = 0.01
+    optimizer: str = "sgd"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    seed: int = 0
+    precision: str = "fp32"
+    accum_steps: int = 1
+    threads: int | None = None
+    out: Path | None = None
+    checkpoint_every: int | None = None
+    resume: Path | None = None
+    quiet: bool = False
+
+    def __post_init__(self) -> None:
+        _choice("--strategy", self.strategy, STRATEGIES)
+        _choice("--precision", self.precision, PRECISIONS)
+        _choice("--optimizer", self.optimizer, OPTIMIZERS)
+        _choice("--device", self.device, DEVICES)
+        _choice("--backend", self.backend, BACKENDS)
+        _choice("--rdzv-backend", self.rdzv_backend, RDZV_BACKENDS)
+        for name in ("nproc", "nnodes", "epochs", "max_steps", "batch_size", "accum_steps"):
+            _at_least(f"--{name.replace('_', '-')}", getattr(self, name), 1)
+        for name in ("threads", "checkpoint_every"):
+            _at_least(f"--{name.replace('_', '-')}", getattr(self, name), 1)
+        _at_least("--node-rank", self.node_rank, 0)
+        _at_least("--max-restarts", self.max_restarts, 0)
+        _at_least("--momentum", self.momentum, 0.0)
+        _at_least("--weight-decay", self.weight_decay, 0.0)
+        if not self.lr > 0:
+            raise DpwiseError(f"--lr must be positive, got {self.lr}")
+        if self.strategy != "ddp" and (self.nproc not in (None, 1) or self.nnodes != 1):
+            raise DpwiseError(
+                f"--strategy {self.strategy} runs one process; --nproc/--nnodes need --strategy ddp"
+            )
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            raise DpwiseError(
+                f"--nnodes {self.nnodes} needs --rdzv-endpoint HOST:PORT reachable from every node"
+            )
+        if self.node_rank >= self.nnodes:
+            raise DpwiseError(f"--node-rank {self.node_rank} must be below --nnodes {self.nnodes}")
+        if self.checkpoint_every is not None and self.out is None:
+            raise DpwiseError("--checkpoint-every needs --out DIR to write checkpoints into")
+        if self.resume is not None and self.out is None:
+            raise DpwiseError("--resume needs --out DIR (the run's outputs go there)")
+        if self.model.count(":") == 1 and self.data is None:
+            raise DpwiseError(
+                f"--model {self.model} needs --data pkg.module:factory "
+                "(the built-in data sets only match the built-in models)"
+            )
+
+    @property
+    def checkpoint_path(self) -> Path | None:
+        return None if self.out is None else self.out / "checkpoint.pt"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = str(value) if isinstance(value, Path) else value
+        return out

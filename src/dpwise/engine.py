@@ -1,0 +1,282 @@
+"""The training loop: one loop for every strategy. Differences live behind the Strategy."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from dpwise import checkpoint
+from dpwise.data import BatchSource, epoch_permutation, micro_batch_rows
+from dpwise.errors import DpwiseError
+from dpwise.measure import memory
+from dpwise.plan import RunPlan
+from dpwise.precision import Precision
+from dpwise.strategies.base import Strategy
+from dpwise.workload import Workload
+
+
+@dataclass(frozen=True)
+class EpochReport:
+    epoch: int  # 1-based
+    epochs: int
+    steps: int
+    samples: int
+    seconds: float
+    mean_loss: float
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.seconds if self.seconds > 0 else 0.0
+
+
+@dataclass(kw_only=True)
+class RunResult:
+    """What one run measured. Pure data: rendering and writing live elsewhere."""
+
+    strategy: str
+    world_size: int
+    backend: str | None
+    device: str
+    devices: list[str]
+    notes: list[str]
+    steps_per_epoch: int
+    rows_dropped_per_epoch: int
+    global_steps: int = 0
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    peak_memory: list[dict[str, Any]] = field(default_factory=list)
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    resumed_at_step: int | None = None
+
+    @property
+    def final_loss(self) -> float | None:
+        return self.losses[-1] if self.losses else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "final_loss": self.final_loss}
+
+
+@dataclass
+class Trained:
+    result: RunResult
+    model: nn.Module  # unwrapped: its state dict has no ``module.`` prefix
+
+
+def make_optimizer(name: str, params: Any, lr: float, momentum: float, wd: float):
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=wd)
+    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=wd)
+
+
+def steps_per_epoch(rows: int, batch_size: int, accum_steps: int) -> int:
+    steps = rows // (batch_size * accum_steps)
+    if steps == 0:
+        raise DpwiseError(
+            f"the data set has {rows} samples, fewer than one optimizer step needs "
+            f"(--batch-size {batch_size} × --accum-steps {accum_steps}); use a smaller batch"
+        )
+    return steps
+
+
+class Loop:
+    """Runs epochs of optimizer steps; each step is K micro-steps over contiguous global rows."""
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        strategy: Strategy,
+        workload: Workload,
+        on_epoch: Callable[[EpochReport], None] | None = None,
+    ) -> None:
+        self.cfg = plan.config
+        self.strategy = strategy
+        self.on_epoch = on_epoch
+        self.data: BatchSource = workload.load_data(self.cfg.seed)
+        self.steps = steps_per_epoch(len(self.data), self.cfg.batch_size, self.cfg.accum_steps)
+        torch.manual_seed(self.cfg.seed)  # the same initial state on every rank and strategy
+        base = workload.build_model().to(strategy.device)
+        self.model = strategy.wrap(base)
+        self.optimizer = make_optimizer(
+            self.cfg.optimizer,
+            self.model.parameters(),
+            self.cfg.lr,
+            self.cfg.momentum,
+            self.cfg.weight_decay,
+        )
+        self.precision = Precision(self.cfg.precision, strategy.device.type)
+        self.loss_fn = nn.CrossEntropyLoss()  # mean reduction: the equivalence contract needs it
+        facts = strategy.describe()
+        self.result = RunResult(
+            strategy=strategy.name,
+            world_size=strategy.world_size,
+            backend=facts["backend"],
+            device=str(strategy.device),
+            devices=list(facts["devices"]),
+            notes=list(facts["notes"]),
+            steps_per_epoch=self.steps,
+            rows_dropped_per_epoch=len(self.data)
+            - self.steps * self.cfg.batch_size * self.cfg.accum_steps,
+        )
+        self.epoch, self.step_in_epoch = 0, 0
+
+    # -- one optimizer step -------------------------------------------------------------------
+    def _step(self, perm: torch.Tensor, step: int) -> torch.Tensor:
+        k = self.cfg.accum_steps
+        total = torch.zeros((), device=self.strategy.device)
+        for micro in range(k):
+            rows = self.strategy.shard(micro_batch_rows(perm, step, micro, self.cfg.batch_size, k))
+            x, y = self.data.get(rows)
+            x = x.to(self.strategy.device, non_blocking=True)
+            y = y.to(self.strategy.device, non_blocking=True)
+            sync = self.strategy.no_sync(self.model) if micro < k - 1 else nullcontext()
+            with sync:
+                with self.precision.autocast():
+                    loss = self.loss_fn(self.model(x), y)
+                    if k > 1:
+                        loss = loss / k
+                self.precision.backward(loss)
+            total += loss.detach().float()
+        self.precision.step(self.optimizer)
+        self.optimizer.zero_grad(set_to_none=True)
+        return total
+
+    # -- one epoch ------------------------------------------------------------------------------
+    def _epoch(self, budget: int) -> None:
+        perm = epoch_permutation(len(self.data), self.cfg.seed, self.epoch)
+        first = self.step_in_epoch
+        last = min(self.steps, first + budget)
+        losses = torch.zeros(last - first, device=self.strategy.device)
+        self.strategy.synchronize()
+        start = time.perf_counter()
+        for step in range(first, last):
+            losses[step - first] = self._step(perm, step)
+            self.result.global_steps += 1
+            self.step_in_epoch = step + 1
+            if self._checkpoint_due():
+                self.save_checkpoint()
+        self.strategy.synchronize()
+        seconds = time.perf_counter() - start
+        step_losses = self.strategy.all_reduce_mean(losses).tolist()
+        self.result.losses.extend(step_losses)
+        self._finish_epoch(last - first, seconds, step_losses)
+
+    def _finish_epoch(self, steps: int, seconds: float, step_losses: list[float]) -> None:
+        samples = steps * self.cfg.batch_size * self.cfg.accum_steps
+        report = EpochReport(
+            epoch=self.epoch + 1,
+            epochs=self.cfg.epochs,
+            steps=steps,
+            samples=samples,
+            seconds=seconds,
+            mean_loss=sum(step_losses) / max(1, len(step_losses)),
+        )
+        self.result.epochs.append(
+            {
+                "epoch": report.epoch,
+                "steps": steps,
+                "samples": samples,
+                "seconds": seconds,
+                "samples_per_s": report.samples_per_s,
+                "mean_loss": report.mean_loss,
+            }
+        )
+        if self.step_in_epoch >= self.steps:
+            self.epoch, self.step_in_epoch = self.epoch + 1, 0
+        if self.on_epoch is not None and self.strategy.is_main:
+            self.on_epoch(report)
+
+    def run(self) -> Trained:
+        total = self.cfg.epochs * self.steps
+        if self.cfg.max_steps is not None:
+            total = min(total, self.cfg.max_steps)
+        devices = [torch.device(d) for d in self.result.devices]
+        memory.reset_peaks(devices)
+        while self.result.global_steps < total and self.epoch < self.cfg.epochs:
+            self._epoch(total - self.result.global_steps)
+        if self.cfg.checkpoint_every is not None and not self._checkpoint_due():
+            self.save_checkpoint()
+        self.result.peak_memory = _gather_records(self.strategy, memory.peaks(devices))
+        self.result.workers = _gather_records(self.strategy, [_worker_facts()])
+        return Trained(self.result, self.strategy.unwrap(self.model))
+
+    # -- checkpoints ----------------------------------------------------------------------------
+    def _checkpoint_due(self) -> bool:
+        every = self.cfg.checkpoint_every
+        return every is not None and self.result.global_steps % every == 0
+
+    def _rng_state(self) -> dict[str, torch.Tensor]:
+        state = {"cpu": torch.get_rng_state()}
+        if self.strategy.device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(self.strategy.device)
+        return state
+
+    def save_checkpoint(self) -> None:
+        rng = self.strategy.all_gather_object(self._rng_state())  # every rank's generator
+        if not self.strategy.is_main:
+            return
+        state = {
+            "fingerprint": checkpoint.fingerprint(self.cfg.to_dict()),
+            "model": self.strategy.unwrap(self.model).state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.precision.state_dict(),
+            "rng": rng,
+            "position": {
+                "epoch": self.epoch,
+                "step_in_epoch": self.step_in_epoch,
+                "global_steps": self.result.global_steps,
+            },
+            "losses": list(self.result.losses),
+            "epochs": [dict(e) for e in self.result.epochs],
+        }
+        checkpoint.save(self.cfg.checkpoint_path, state)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.strategy.unwrap(self.model).load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.precision.load_state_dict(state["scaler"])
+        rngs = state["rng"]
+        rng = rngs[self.strategy.rank] if self.strategy.rank < len(rngs) else rngs[0]
+        torch.set_rng_state(rng["cpu"])
+        if "cuda" in rng and self.strategy.device.type == "cuda":
+            torch.cuda.set_rng_state(rng["cuda"], self.strategy.device)
+        pos = state["position"]
+        self.epoch, self.step_in_epoch = pos["epoch"], pos["step_in_epoch"]
+        self.result.global_steps = pos["global_steps"]
+        self.result.resumed_at_step = pos["global_steps"]
+        self.result.losses = list(state["losses"])
+        self.result.epochs = [dict(e) for e in state["epochs"]]
+
+
+def _worker_facts() -> dict[str, Any]:
+    return {"pid": os.getpid(), "host": socket.gethostname(), "threads": torch.get_num_threads()}
+
+
+def _gather_records(strategy: Strategy, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    gathered = strategy.all_gather_object(records)
+    return [{"rank": rank, **rec} for rank, recs in enumerate(gathered) for rec in recs]
+
+
+def train(
+    plan: RunPlan,
+    strategy: Strategy,
+    workload: Workload,
+    on_epoch: Callable[[EpochReport], None] | None = None,
+) -> Trained:
+    """Set up the strategy, train, tear down. Resumes from ``--resume`` when given."""
+    strategy.setup()
+    try:
+        loop = Loop(plan, strategy, workload, on_epoch)
+        if plan.config.resume is not None:
+            expected = checkpoint.fingerprint(plan.config.to_dict())
+            loop.restore(checkpoint.load(plan.config.resume, expected))
+        return loop.run()
+    finally:
+        strategy.teardown()

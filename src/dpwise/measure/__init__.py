@@ -1,0 +1,1 @@
+"""Measurement probes: pure data out, nothing printed."""

@@ -1,0 +1,109 @@
+"""Resolve a TrainConfig against the hardware and the launch environment into a RunPlan."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from dpwise.config import TrainConfig
+from dpwise.env import DistEnv
+from dpwise.errors import DpwiseError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hardware:
+    cuda_devices: int
+    cpu_cores: int
+
+    @classmethod
+    def detect(cls) -> Hardware:
+        import torch
+
+        cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        return cls(cuda_devices=cuda, cpu_cores=len(os.sched_getaffinity(0)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunPlan:
+    """What will actually run: one process (single, dp) or world_size DDP workers."""
+
+    config: TrainConfig
+    device_type: str  # "cpu" or "cuda"
+    backend: str | None  # None for single and dp
+    nproc_per_node: int
+    world_size: int
+    dp_devices: int  # GPUs DataParallel splits each batch over (0: CPU pass-through)
+    launch: bool  # True: dpwise starts the workers itself through the elastic launcher
+
+    @property
+    def per_rank_batch(self) -> int:
+        return self.config.batch_size // self.world_size
+
+
+def _nearest_multiples(value: int, k: int) -> str:
+    low = (value // k) * k
+    options = [str(m) for m in (low, low + k) if m > 0]
+    return " or ".join(options)
+
+
+def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
+    device = cfg.device
+    if device == "auto":
+        device = "cuda" if hw.cuda_devices > 0 else "cpu"
+    if device == "cuda" and hw.cuda_devices == 0:
+        raise DpwiseError("--device cuda needs a CUDA GPU, but PyTorch sees none; use --device cpu")
+
+    if cfg.strategy != "ddp":
+        if env.under_launcher and env.world_size > 1:
+            raise DpwiseError(
+                f"--strategy {cfg.strategy} runs one process, but this is worker {env.rank} of "
+                f"{env.world_size} under torchrun; use --strategy ddp or launch without torchrun"
+            )
+        dp_devices = hw.cuda_devices if (cfg.strategy == "dp" and device == "cuda") else 0
+        return RunPlan(
+            config=cfg,
+            device_type=device,
+            backend=None,
+            nproc_per_node=1,
+            world_size=1,
+            dp_devices=dp_devices,
+            launch=False,
+        )
+
+    backend = cfg.backend
+    if backend == "auto":
+        backend = "nccl" if device == "cuda" else "gloo"
+    if backend == "nccl" and device != "cuda":
+        raise DpwiseError(
+            "--backend nccl needs CUDA GPUs, but this run is on the CPU; use --backend gloo"
+        )
+
+    if env.under_launcher:
+        nproc, world = env.local_world_size, env.world_size
+        if cfg.nproc is not None and cfg.nproc != nproc:
+            raise DpwiseError(
+                f"--nproc {cfg.nproc} conflicts with torchrun's {nproc} workers per node; "
+                "drop --nproc when launching with torchrun"
+            )
+    else:
+        nproc = cfg.nproc or (hw.cuda_devices if device == "cuda" else 2)
+        world = nproc * cfg.nnodes
+    if device == "cuda" and nproc > hw.cuda_devices:
+        raise DpwiseError(
+            f"--nproc {nproc} asks for more GPU workers than the {hw.cuda_devices} GPUs this node "
+            f"has; use --nproc {hw.cuda_devices} or fewer"
+        )
+    if cfg.batch_size % world:
+        raise DpwiseError(
+            f"--batch-size {cfg.batch_size} is not divisible by world size {world}; "
+            f"use a multiple of {world} (e.g. {_nearest_multiples(cfg.batch_size, world)})"
+        )
+    return RunPlan(
+        config=cfg,
+        device_type=device,
+        backend=backend,
+        nproc_per_node=nproc,
+        world_size=world,
+        dp_devices=0,
+        launch=not env.under_launcher,
+    )

@@ -1,0 +1,1 @@
+"""Rendering: results in, text out. Nothing here measures."""

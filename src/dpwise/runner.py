@@ -1,0 +1,86 @@
+"""What every training process runs: plan, workload, strategy, the loop, rank 0's outputs."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import Any
+
+import torch
+
+from dpwise import __version__, outputs
+from dpwise.config import TrainConfig
+from dpwise.engine import train
+from dpwise.env import DistEnv
+from dpwise.errors import DpwiseError
+from dpwise.plan import Hardware, RunPlan, resolve
+from dpwise.report.train_text import epoch_line, summary_lines
+from dpwise.strategies import make_strategy
+from dpwise.workload import resolve_workload
+
+
+def configure_threads(plan: RunPlan, env: DistEnv, hw: Hardware) -> int:
+    """Threads per process: cores ÷ local workers, unless --threads or OMP_NUM_THREADS says."""
+    if plan.config.threads is not None:
+        torch.set_num_threads(plan.config.threads)
+    elif "OMP_NUM_THREADS" not in os.environ and plan.nproc_per_node > 1:
+        torch.set_num_threads(max(1, hw.cpu_cores // plan.nproc_per_node))
+    return torch.get_num_threads()
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def build_metrics(plan: RunPlan, result: dict[str, Any]) -> dict[str, Any]:
+    cfg = plan.config
+    return {
+        "schema": 1,
+        "dpwise_version": __version__,
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        **result,
+        "per_rank_batch": plan.per_rank_batch,
+        "global_batch": cfg.batch_size,
+        "out": None if cfg.out is None else str(cfg.out),
+        "config": cfg.to_dict(),
+    }
+
+
+def run_worker(cfg: TrainConfig) -> dict[str, Any] | None:
+    """Train in this process (a DDP worker or the only process). Rank 0 returns metrics."""
+    env = DistEnv.from_environ()
+    hw = Hardware.detect()
+    plan = resolve(cfg, hw, env)
+    configure_threads(plan, env, hw)
+    workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
+    strategy = make_strategy(plan, env)
+    trained = train(plan, strategy, workload, on_epoch=None if cfg.quiet else _emit_epoch)
+    if not strategy.is_main:
+        return None
+    metrics = build_metrics(plan, trained.result.to_dict())
+    if cfg.out is not None:
+        outputs.write_outputs(cfg.out, trained.model, metrics)
+    if not cfg.quiet:
+        for line in summary_lines(metrics):
+            _print(line)
+    return metrics
+
+
+def _emit_epoch(report: Any) -> None:
+    _print(epoch_line(report))
+
+
+def worker_entry(cfg: TrainConfig) -> dict[str, Any] | None:
+    """The function torch.distributed's elastic launcher runs in each worker it starts."""
+    try:
+        return run_worker(cfg)
+    except DpwiseError as exc:
+        # A user mistake: hand the one-line message to the launcher's error file, no traceback,
+        # and exit non-zero so the launcher stops the other workers instead of letting them hang.
+        from torch.distributed.elastic.multiprocessing.errors import get_error_handler
+
+        get_error_handler().record_exception(exc)
+        sys.stderr.flush()
+        os._exit(2)

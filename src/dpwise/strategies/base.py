@@ -1,0 +1,52 @@
+"""The Strategy interface: what differs between single, dp and ddp lives here, not in the loop."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    name: str
+    device: torch.device
+    rank: int
+    world_size: int
+    """Processes that split each global batch (1 for single and dp)."""
+
+    def setup(self) -> None:
+        """Process group and device selection; a no-op where there is none."""
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        """DataParallel(model) / DistributedDataParallel(model) / the model itself."""
+
+    def unwrap(self, model: nn.Module) -> nn.Module:
+        """The module whose state dict has no ``module.`` prefix."""
+
+    def shard(self, rows: torch.Tensor) -> torch.Tensor:
+        """The rows of one global batch that this process trains on."""
+
+    def no_sync(self, model: nn.Module) -> AbstractContextManager[None]:
+        """Skip gradient synchronisation (non-final accumulation micro-steps)."""
+
+    def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Mean of a tensor over processes (the tensor itself where there is one process)."""
+
+    def all_gather_object(self, obj: object) -> list[object]:
+        """One object from every process, in rank order."""
+
+    def synchronize(self) -> None:
+        """Wait for queued device work before a clock is read."""
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the only process that writes files or prints results."""
+
+    def teardown(self) -> None:
+        """Release the process group; a no-op where there is none."""
+
+    def describe(self) -> dict[str, object]:
+        """Facts for metrics.json: devices, backend, notes."""

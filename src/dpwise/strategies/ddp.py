@@ -1,0 +1,95 @@
+"""DistributedDataParallel: a process per device; gradient buckets all-reduced in backward."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from dpwise.env import DistEnv
+
+
+class DDPStrategy:
+    name = "ddp"
+
+    def __init__(
+        self,
+        env: DistEnv,
+        backend: str,
+        device_type: str,
+        comm_hook: Callable[..., Any] | None = None,
+        timeout_s: float = 600.0,
+    ) -> None:
+        self.env = env
+        self.backend = backend
+        self.rank = env.rank
+        self.world_size = env.world_size
+        if device_type == "cuda":
+            self.device = torch.device("cuda", env.local_rank)
+        else:
+            self.device = torch.device("cpu")
+        self.comm_hook = comm_hook
+        self.timeout = timedelta(seconds=timeout_s)
+        self._owns_group = False
+
+    def setup(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)  # before any CUDA tensor or NCCL communicator
+        if not dist.is_initialized():
+            kwargs: dict[str, Any] = {"backend": self.backend, "timeout": self.timeout}
+            if self.device.type == "cuda":
+                kwargs["device_id"] = self.device
+            dist.init_process_group(**kwargs)
+            self._owns_group = True
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        device_ids = [self.device.index] if self.device.type == "cuda" else None
+        wrapped = DistributedDataParallel(model, device_ids=device_ids)
+        if self.comm_hook is not None:
+            wrapped.register_comm_hook(None, self.comm_hook)
+        return wrapped
+
+    def unwrap(self, model: nn.Module) -> nn.Module:
+        return model.module if isinstance(model, DistributedDataParallel) else model
+
+    def shard(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows[self.rank :: self.world_size]  # DistributedSampler: rank r takes r::W
+
+    def no_sync(self, model: nn.Module) -> AbstractContextManager[None]:
+        return model.no_sync() if isinstance(model, DistributedDataParallel) else nullcontext()
+
+    def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
+        reduced = tensor.detach().clone()
+        dist.all_reduce(reduced, op=dist.ReduceOp.SUM)
+        return reduced / self.world_size
+
+    def all_gather_object(self, obj: object) -> list[object]:
+        gathered: list[object] = [None] * self.world_size
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def teardown(self) -> None:
+        if self._owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+            self._owns_group = False
+
+    def memory_devices(self) -> list[torch.device]:
+        return [self.device]
+
+    def describe(self) -> dict[str, object]:
+        return {"devices": [str(self.device)], "backend": self.backend, "notes": []}

@@ -1,0 +1,49 @@
+"""torch.nn.DataParallel: one process, the batch split over every visible GPU by threads."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from dpwise.strategies.single import SingleStrategy
+
+CPU_PASS_THROUGH = (
+    "dp on the CPU: torch.nn.DataParallel finds no GPU and calls the module directly, "
+    "so this run equals the single-process run"
+)
+
+
+class DataParallelStrategy(SingleStrategy):
+    """Single's behaviour (one process, whole global batch) with the model wrapped in DataParallel.
+
+    Gradients are reduced onto ``device_ids[0]`` by an NCCL reduce (not on the CPU); on a CPU-only
+    machine DataParallel is a pass-through.
+    """
+
+    name = "dp"
+
+    def __init__(self, gpus: int) -> None:
+        super().__init__(torch.device("cuda", 0) if gpus else torch.device("cpu"))
+        self.device_ids = list(range(gpus))
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        if self.device_ids:
+            return nn.DataParallel(model, device_ids=self.device_ids)
+        return nn.DataParallel(model)
+
+    def unwrap(self, model: nn.Module) -> nn.Module:
+        return model.module if isinstance(model, nn.DataParallel) else model
+
+    def memory_devices(self) -> list[torch.device]:
+        return [torch.device("cuda", i) for i in self.device_ids] or [self.device]
+
+    def synchronize(self) -> None:
+        for device in self.memory_devices():
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+
+    def describe(self) -> dict[str, object]:
+        facts = super().describe()
+        if not self.device_ids:
+            facts["notes"] = [CPU_PASS_THROUGH]
+        return facts

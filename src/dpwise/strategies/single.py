@@ -1,0 +1,56 @@
+"""One process on one device: the reference every other strategy must reproduce."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+
+import torch
+from torch import nn
+
+
+class SingleStrategy:
+    name = "single"
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.rank = 0
+        self.world_size = 1
+
+    def setup(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        return model
+
+    def unwrap(self, model: nn.Module) -> nn.Module:
+        return model
+
+    def shard(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows
+
+    def no_sync(self, model: nn.Module) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def all_reduce_mean(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+    def all_gather_object(self, obj: object) -> list[object]:
+        return [obj]
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    @property
+    def is_main(self) -> bool:
+        return True
+
+    def teardown(self) -> None:
+        pass
+
+    def memory_devices(self) -> list[torch.device]:
+        return [self.device]
+
+    def describe(self) -> dict[str, object]:
+        return {"devices": [str(d) for d in self.memory_devices()], "backend": None, "notes": []}

@@ -34,6 +34,7 @@ def fingerprint(config_dict: dict[str, Any]) -> dict[str, Any]:
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as fh:

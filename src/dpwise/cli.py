@@ -24,10 +24,10 @@ single, dp and ddp train on the same rows in the same order and end with the sam
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr and exit code 2."""
+    """argparse, but a usage error is a DpwiseError: one line on stderr and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        raise DpwiseError(f"{message} (see '{self.prog} --help')")
 
 
 def _add_train_args(p: argparse.ArgumentParser) -> None:

@@ -1,0 +1,98 @@
+"""The equivalence contract through the CLI: single == dp == ddp, and torchrun == dpwise."""
+
+import json
+
+import pytest
+
+from conftest import load_state, max_abs_diff, run_cli, run_module
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("equivalence")
+    commands = {
+        "single": ["train", "--strategy", "single"],
+        "dp": ["train", "--strategy", "dp"],
+        "ddp": ["train", "--strategy", "ddp", "--nproc", "2"],
+    }
+    results = {}
+    for name, args in commands.items():
+        proc = run_cli(*args, "--epochs", "2", "--out", str(root / name))
+        assert proc.returncode == 0, proc.stderr
+        results[name] = proc
+    proc = run_module(
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "dpwise",
+        "train",
+        "--strategy",
+        "ddp",
+        "--epochs",
+        "2",
+        "--out",
+        str(root / "torchrun"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    results["torchrun"] = proc
+    return root, results
+
+
+def test_single_dp_and_ddp_end_with_the_same_parameters(runs):
+    root, _ = runs
+    single = load_state(root / "single" / "final.pt")
+    for name in ("dp", "ddp"):
+        diff = max_abs_diff(single, load_state(root / name / "final.pt"))
+        assert diff <= 1e-5, f"{name} differs from single by {diff:.3e}"
+
+
+def test_state_dicts_are_saved_unwrapped(runs):
+    root, _ = runs
+    for name in ("single", "dp", "ddp", "torchrun"):
+        keys = list(load_state(root / name / "final.pt"))
+        assert keys == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"], name
+
+
+def test_torchrun_gives_the_same_run_with_exactly_two_workers(runs):
+    root, results = runs
+    diff = max_abs_diff(
+        load_state(root / "ddp" / "final.pt"), load_state(root / "torchrun" / "final.pt")
+    )
+    assert diff <= 1e-6
+    workers = json.loads((root / "torchrun" / "metrics.json").read_text())["workers"]
+    assert [w["rank"] for w in workers] == [0, 1]
+    assert len({w["pid"] for w in workers}) == 2
+    assert results["torchrun"].stdout.count("epoch 2/2") == 1  # rank 0 prints, once
+
+
+def test_metrics_json_has_what_users_read(runs):
+    root, _ = runs
+    metrics = json.loads((root / "ddp" / "metrics.json").read_text())
+    assert metrics["strategy"] == "ddp" and metrics["world_size"] == 2
+    assert metrics["backend"] == "gloo" and metrics["device"] == "cpu"
+    assert metrics["torch_version"].startswith("2.")
+    assert len(metrics["epochs"]) == 2
+    for epoch in metrics["epochs"]:
+        assert epoch["seconds"] > 0 and epoch["samples_per_s"] > 0
+    assert len(metrics["losses"]) == 2 * 39 and metrics["final_loss"] == metrics["losses"][-1]
+    assert metrics["rows_dropped_per_epoch"] == 10_000 - 39 * 256
+    assert {(m["rank"], m["kind"]) for m in metrics["peak_memory"]} == {
+        (0, "cpu_peak_rss"),
+        (1, "cpu_peak_rss"),
+    }
+    assert all(m["bytes"] > 0 for m in metrics["peak_memory"])
+
+
+def test_only_rank_zero_writes(runs):
+    root, _ = runs
+    for name in ("ddp", "torchrun"):
+        assert sorted(p.name for p in (root / name).iterdir()) == ["final.pt", "metrics.json"]
+
+
+def test_dp_on_cpu_says_it_is_the_single_process_run(runs):
+    _, results = runs
+    assert "equals the single-process run" in results["dp"].stdout
+    assert "equals the single-process run" not in results["single"].stdout

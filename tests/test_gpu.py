@@ -1,0 +1,34 @@
+"""CUDA paths (NCCL, DataParallel over device_ids, per-device memory). Skipped without GPUs."""
+
+import json
+
+import pytest
+import torch
+
+from conftest import load_state, max_abs_diff, run_cli
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
+
+
+def test_single_dp_ddp_agree_on_cuda(tmp_path):
+    gpus = torch.cuda.device_count()
+    nproc = min(gpus, 2)
+    runs = {
+        "single": ["--strategy", "single"],
+        "dp": ["--strategy", "dp"],
+        "ddp": ["--strategy", "ddp", "--nproc", str(nproc)],
+    }
+    for name, args in runs.items():
+        proc = run_cli("train", *args, "--epochs", "2", "--quiet", "--out", str(tmp_path / name))
+        assert proc.returncode == 0, proc.stderr
+    single = load_state(tmp_path / "single" / "final.pt")
+    for name in ("dp", "ddp"):
+        assert max_abs_diff(single, load_state(tmp_path / name / "final.pt")) <= 1e-4
+    metrics = json.loads((tmp_path / "ddp" / "metrics.json").read_text())
+    assert metrics["backend"] == "nccl"
+    assert {m["kind"] for m in metrics["peak_memory"]} == {"cuda_max_memory_allocated"}
+    dp = json.loads((tmp_path / "dp" / "metrics.json").read_text())
+    assert len(dp["peak_memory"]) == gpus

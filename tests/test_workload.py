@@ -1,0 +1,72 @@
+import pytest
+import torch
+
+from dpwise.errors import DpwiseError
+from dpwise.workload import resolve_workload
+
+
+def test_default_is_the_guides_model_and_data():
+    w = resolve_workload("simple", {}, None, {})
+    model = w.build_model()
+    assert [tuple(p.shape) for p in model.parameters()] == [(512, 1000), (512,), (10, 512), (10,)]
+    data = w.load_data(seed=0)
+    assert len(data) == 10_000
+    x, y = data.get(torch.arange(4))
+    assert x.shape == (4, 1000) and x.dtype == torch.float32 and int(y.max()) < 10
+
+
+def test_data_is_a_function_of_the_seed():
+    w = resolve_workload("simple", {}, None, {"samples": 32})
+    a, b, c = (w.load_data(seed=s).x for s in (1, 1, 2))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_model_args_size_the_builtins():
+    w = resolve_workload("transformer", {"layers": 3, "dim": 32, "heads": 2}, None, {})
+    model = w.build_model()
+    assert len(model.encoder.layers) == 3 and model.embed.embedding_dim == 32
+    x, _ = w.load_data(seed=0).get(torch.arange(2))
+    assert model(x).shape == (2, 10)
+    cnn = resolve_workload("cnn", {"channels": 4}, None, {"samples": 8})
+    assert any(isinstance(m, torch.nn.BatchNorm2d) for m in cnn.build_model().modules())
+
+
+def test_a_seven_billion_parameter_spec_is_expressible():
+    args = {"layers": 32, "dim": 4096, "heads": 32, "vocab": 32000}
+    w = resolve_workload("transformer", args, None, {})
+    with torch.device("meta"):
+        model = w.build_model()
+    params = sum(p.numel() for p in model.parameters())
+    assert 6.0e9 < params < 7.5e9
+
+
+def test_user_factories(userpkg):
+    w = resolve_workload("userpkg:tiny_model", {"width": 3}, "userpkg:pair_dataset", {})
+    assert w.build_model()[0].out_features == 3
+    assert len(w.load_data(seed=0)) == 64
+
+
+@pytest.mark.parametrize(
+    ("model", "data", "message"),
+    [
+        ("nosuchpkg.mod:build", "userpkg:tiny_data", "cannot import nosuchpkg.mod"),
+        ("userpkg:nope", "userpkg:tiny_data", "userpkg has no attribute 'nope'"),
+        ("resnet", None, "neither a built-in"),
+    ],
+)
+def test_bad_specs_name_the_spec(userpkg, model, data, message):
+    with pytest.raises(DpwiseError, match=message):
+        resolve_workload(model, {}, data, {})
+
+
+def test_failing_or_wrong_factories_are_one_line_errors(userpkg):
+    w = resolve_workload("userpkg:not_a_module", {}, "userpkg:failing_data", {})
+    with pytest.raises(DpwiseError, match=r"returned int, expected a torch\.nn\.Module"):
+        w.build_model()
+    with pytest.raises(DpwiseError, match="the factory raised ValueError: no data here"):
+        w.load_data(seed=0)
+    bad_arg = resolve_workload("userpkg:tiny_model", {"depth": 2}, "userpkg:tiny_data", {})
+    with pytest.raises(
+        DpwiseError, match="--model userpkg:tiny_model: the factory raised TypeError"
+    ):
+        bad_arg.build_model()

@@ -45,6 +45,7 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
     s.add_argument("--node-rank", type=int, default=0, help="this node's rank (static rdzv)")
     s.add_argument("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous (multi-node)")
     s.add_argument("--rdzv-backend", default="c10d", choices=RDZV_BACKENDS)
+    s.add_argument("--rdzv-id", default="dpwise", help="job id shared by every node of one job")
     s.add_argument("--max-restarts", type=int, default=0, help="restarts of failed workers")
     s.add_argument("--threads", type=int, help="CPU threads per process (default: cores/nproc)")
     h = p.add_argument_group("training")
@@ -111,6 +112,7 @@ def train_config(args: argparse.Namespace):
         node_rank=args.node_rank,
         rdzv_endpoint=args.rdzv_endpoint,
         rdzv_backend=args.rdzv_backend,
+        rdzv_id=args.rdzv_id,
         max_restarts=args.max_restarts,
         device=args.device,
         backend=args.backend,

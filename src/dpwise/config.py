@@ -68,6 +68,7 @@ class TrainConfig:
     node_rank: int = 0
     rdzv_endpoint: str | None = None
     rdzv_backend: str = "c10d"
+    rdzv_id: str = "dpwise"
     max_restarts: int = 0
     device: str = "auto"
     backend: str = "auto"

@@ -21,7 +21,7 @@ class WorkerFailed(Exception):
         self.rank, self.exitcode, self.details = rank, exitcode, details
 
 
-def launch_config(plan: RunPlan, run_id: str | None = None) -> Any:
+def launch_config(plan: RunPlan) -> Any:
     from torch.distributed.launcher.api import LaunchConfig
 
     cfg: TrainConfig = plan.config
@@ -32,7 +32,8 @@ def launch_config(plan: RunPlan, run_id: str | None = None) -> Any:
         min_nodes=cfg.nnodes,
         max_nodes=cfg.nnodes,
         nproc_per_node=plan.nproc_per_node,
-        run_id=run_id or str(uuid.uuid4()),
+        # Nodes of one job meet under one id; a single-node run gets a fresh one, as --standalone.
+        run_id=cfg.rdzv_id if cfg.rdzv_endpoint else str(uuid.uuid4()),
         role="dpwise",
         rdzv_backend=cfg.rdzv_backend,
         rdzv_endpoint=cfg.rdzv_endpoint or "localhost:0",  # port 0: a free loopback port

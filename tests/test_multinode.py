@@ -1,0 +1,62 @@
+"""Multi-node options reach the elastic launcher; two 'nodes' on loopback train as one job."""
+
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import _env, load_state, max_abs_diff
+from dpwise.config import TrainConfig
+from dpwise.env import DistEnv
+from dpwise.launch import launch_config
+from dpwise.plan import Hardware, resolve
+from helpers_train import train_here
+
+CPU = Hardware(cuda_devices=0, cpu_cores=2)
+
+
+def test_multi_node_options_pass_through_to_the_launcher():
+    cfg = TrainConfig(
+        strategy="ddp", nproc=4, nnodes=3, rdzv_endpoint="head:29400", max_restarts=2,
+        rdzv_id="job7", batch_size=12,
+    )  # fmt: skip
+    lc = launch_config(resolve(cfg, CPU, DistEnv()))
+    assert (lc.min_nodes, lc.max_nodes, lc.nproc_per_node) == (3, 3, 4)
+    assert (lc.rdzv_backend, lc.rdzv_endpoint, lc.run_id) == ("c10d", "head:29400", "job7")
+    assert lc.max_restarts == 2 and "rank" not in lc.rdzv_configs  # c10d assigns node ranks
+    static = TrainConfig(
+        strategy="ddp", nproc=2, nnodes=2, node_rank=1, rdzv_endpoint="head:29400",
+        rdzv_backend="static",
+    )  # fmt: skip
+    assert launch_config(resolve(static, CPU, DistEnv())).rdzv_configs["rank"] == 1
+
+
+def test_single_node_gets_a_free_loopback_port_and_a_fresh_id():
+    plan = resolve(TrainConfig(strategy="ddp"), CPU, DistEnv())
+    a, b = launch_config(plan), launch_config(plan)
+    assert a.rdzv_endpoint == "localhost:0" and a.run_id != b.run_id
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_nodes_on_loopback_train_like_one_process(tmp_path):
+    single, _ = train_here(tmp_path / "single", epochs=1)
+    args = [sys.executable, "-m", "dpwise", "train", "--strategy", "ddp", "--nproc", "1",
+            "--nnodes", "2", "--rdzv-endpoint", f"localhost:{_free_port()}", "--threads", "1",
+            "--epochs", "1", "--quiet", "--out", str(tmp_path / "mn")]  # fmt: skip
+    nodes = [
+        subprocess.Popen(args, env=_env(), stderr=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    for node in nodes:
+        _, err = node.communicate(timeout=240)
+        assert node.returncode == 0, err
+    assert max_abs_diff(single, load_state(tmp_path / "mn" / "final.pt")) <= 1e-5
+    workers = json.loads((tmp_path / "mn" / "metrics.json").read_text())["workers"]
+    assert len(workers) == 2 and len({w["pid"] for w in workers}) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import torch
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC", "LOCAL_"))}
     for key in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "GROUP_RANK"):
         env.pop(key, None)
@@ -28,7 +29,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
         [sys.executable, "-m", "dpwise", *args],
         capture_output=True,
         text=True,
-        env=_env(env),
+        env=child_env(env),
         timeout=timeout,
     )
 
@@ -38,9 +39,15 @@ def run_module(module: str, *args: str, env: dict[str, str] | None = None, timeo
         [sys.executable, "-m", module, *args],
         capture_output=True,
         text=True,
-        env=_env(env),
+        env=child_env(env),
         timeout=timeout,
     )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def load_state(path: Path) -> dict[str, torch.Tensor]:

@@ -1,12 +1,11 @@
 """--accum-steps K: equals K× larger batches; ddp skips the all-reduce on non-final micro-steps."""
 
-import socket
 from contextlib import nullcontext
 
 import pytest
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-from conftest import load_state, max_abs_diff, run_cli
+from conftest import free_port, load_state, max_abs_diff, run_cli
 from dpwise.config import TrainConfig
 from dpwise.engine import train
 from dpwise.env import DistEnv
@@ -25,12 +24,6 @@ def test_accumulation_equals_a_larger_batch(tmp_path):
     assert max_abs_diff(big, acc) <= 1e-5
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class AlwaysSyncDDP(DDPStrategy):
     """DDP without no_sync: what the engine would do if it forgot to skip the all-reduce."""
 
@@ -40,7 +33,7 @@ class AlwaysSyncDDP(DDPStrategy):
 
 def _allreduce_calls(accum_steps: int, monkeypatch, strategy_cls=DDPStrategy) -> int:
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")
     calls = []

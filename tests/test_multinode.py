@@ -1,13 +1,12 @@
 """Multi-node options reach the elastic launcher; two 'nodes' on loopback train as one job."""
 
 import json
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from conftest import _env, load_state, max_abs_diff
+from conftest import child_env, free_port, load_state, max_abs_diff
 from dpwise.config import TrainConfig
 from dpwise.env import DistEnv
 from dpwise.launch import launch_config
@@ -39,20 +38,14 @@ def test_single_node_gets_a_free_loopback_port_and_a_fresh_id():
     assert a.rdzv_endpoint == "localhost:0" and a.run_id != b.run_id
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_nodes_on_loopback_train_like_one_process(tmp_path):
     single, _ = train_here(tmp_path / "single", epochs=1)
     args = [sys.executable, "-m", "dpwise", "train", "--strategy", "ddp", "--nproc", "1",
-            "--nnodes", "2", "--rdzv-endpoint", f"localhost:{_free_port()}", "--threads", "1",
+            "--nnodes", "2", "--rdzv-endpoint", f"localhost:{free_port()}", "--threads", "1",
             "--epochs", "1", "--quiet", "--out", str(tmp_path / "mn")]  # fmt: skip
     nodes = [
-        subprocess.Popen(args, env=_env(), stderr=subprocess.PIPE, text=True) for _ in range(2)
+        subprocess.Popen(args, env=child_env(), stderr=subprocess.PIPE, text=True) for _ in range(2)
     ]
     for node in nodes:
         _, err = node.communicate(timeout=240)

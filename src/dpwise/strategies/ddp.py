@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
@@ -13,6 +14,10 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from dpwise.env import DistEnv
+
+
+def _accepts_device_id() -> bool:
+    return "device_id" in inspect.signature(dist.init_process_group).parameters
 
 
 class DDPStrategy:
@@ -43,8 +48,8 @@ class DDPStrategy:
             torch.cuda.set_device(self.device)  # before any CUDA tensor or NCCL communicator
         if not dist.is_initialized():
             kwargs: dict[str, Any] = {"backend": self.backend, "timeout": self.timeout}
-            if self.device.type == "cuda":
-                kwargs["device_id"] = self.device
+            if self.device.type == "cuda" and _accepts_device_id():
+                kwargs["device_id"] = self.device  # binds NCCL to this rank's GPU up front
             dist.init_process_group(**kwargs)
             self._owns_group = True
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()

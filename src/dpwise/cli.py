@@ -23,6 +23,18 @@ single, dp and ddp train on the same rows in the same order and end with the sam
 """
 
 
+COMPARE_EPILOG = """\
+examples:
+  dpwise compare                                  # the guide's SimpleModel, world sizes 1 and 2
+  dpwise compare --model cnn --out runs/cnn       # BatchNorm: convergence fails and says why
+  dpwise compare --model mypkg.models:build --data mypkg.data:load --world-sizes 1,2,4
+
+Each run trains --epochs epochs --repeats times from the same initial state; the first epoch of
+each repeat is an untimed warm-up. Exit code: 0 when no check fails, 1 when one fails, 2 on bad
+input. The report (report.html, report.md, results.json, plots, traces) goes to --out.
+"""
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is a DpwiseError: one line on stderr and exit code 2."""
 
@@ -72,6 +84,30 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
     o.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 
+def _add_compare_args(p: argparse.ArgumentParser) -> None:
+    w = p.add_argument_group("workload")
+    w.add_argument("--model", default="simple", help="simple | cnn | transformer | pkg.mod:factory")
+    w.add_argument("--model-arg", action="append", metavar="KEY=VALUE", help="factory argument")
+    w.add_argument("--data", default=None, help="pkg.mod:factory returning a Dataset or (x, y)")
+    w.add_argument("--data-arg", action="append", metavar="KEY=VALUE", help="e.g. samples=20000")
+    r = p.add_argument_group("runs")
+    r.add_argument("--strategies", default="single,dp,ddp", help="comma-separated (default: all)")
+    r.add_argument("--world-sizes", help="e.g. 1,2,4 (default: 1,2 on CPU; 1,2,4… GPUs on GPU)")
+    r.add_argument("--device", default="auto", choices=DEVICES)
+    r.add_argument("--epochs", type=int, default=3, help="epochs per repeat (first is warm-up)")
+    r.add_argument("--repeats", type=int, default=3, help="timed repeats per run")
+    r.add_argument("--batch-size", type=int, default=256, help="GLOBAL batch")
+    r.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    r.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
+    r.add_argument("--lr", type=float, default=0.01)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--tolerance", type=float, default=1e-4, help="convergence threshold")
+    r.add_argument("--profile-steps", type=int, default=4, help="steps under torch.profiler")
+    o = p.add_argument_group("outputs")
+    o.add_argument("--out", type=Path, default=Path("runs/compare"), help="report folder")
+    o.add_argument("--quiet", action="store_true", help="no progress display")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="dpwise",
@@ -88,6 +124,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_train_args(train)
     train.set_defaults(func=cmd_train)
+    compare = sub.add_parser(
+        "compare",
+        help="run single, dp and ddp side by side and check the guide's claims",
+        description=(
+            "Train the same workload under single, dp and ddp at several world sizes, run the "
+            "five validation checks (convergence, memory, speed, communication, scalability) "
+            "and write a report with a recommendation."
+        ),
+        epilog=COMPARE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_compare_args(compare)
+    compare.set_defaults(func=cmd_compare)
     return parser
 
 
@@ -154,6 +203,40 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         run_worker(cfg)
     return 0
+
+
+def compare_config(args: argparse.Namespace):
+    from dpwise.compare.settings import CompareConfig, parse_list
+    from dpwise.config import parse_kv
+
+    return CompareConfig(
+        model=args.model,
+        model_args=parse_kv(args.model_arg, "--model-arg"),
+        data=args.data,
+        data_args=parse_kv(args.data_arg, "--data-arg"),
+        strategies=parse_list(args.strategies, "--strategies"),
+        world_sizes=None
+        if args.world_sizes is None
+        else parse_list(args.world_sizes, "--world-sizes", int),
+        device=args.device,
+        epochs=args.epochs,
+        repeats=args.repeats,
+        batch_size=args.batch_size,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        lr=args.lr,
+        seed=args.seed,
+        tolerance=args.tolerance,
+        profile_steps=args.profile_steps,
+        out=args.out,
+        quiet=args.quiet,
+    )
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from dpwise.compare.session import run_compare
+
+    return run_compare(compare_config(args), " ".join(["dpwise", *sys.argv[1:]]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -95,11 +95,12 @@ class Loop:
         strategy: Strategy,
         workload: Workload,
         on_epoch: Callable[[EpochReport], None] | None = None,
+        data: BatchSource | None = None,
     ) -> None:
         self.cfg = plan.config
         self.strategy = strategy
         self.on_epoch = on_epoch
-        self.data: BatchSource = workload.load_data(self.cfg.seed)
+        self.data: BatchSource = data if data is not None else workload.load_data(self.cfg.seed)
         self.steps = steps_per_epoch(len(self.data), self.cfg.batch_size, self.cfg.accum_steps)
         torch.manual_seed(self.cfg.seed)  # the same initial state on every rank and strategy
         base = workload.build_model().to(strategy.device)
@@ -128,7 +129,8 @@ class Loop:
         self.epoch, self.step_in_epoch = 0, 0
 
     # -- one optimizer step -------------------------------------------------------------------
-    def _step(self, perm: torch.Tensor, step: int) -> torch.Tensor:
+    def step(self, perm: torch.Tensor, step: int) -> torch.Tensor:
+        """One optimizer step (K micro-steps); returns this process's loss."""
         k = self.cfg.accum_steps
         total = torch.zeros((), device=self.strategy.device)
         for micro in range(k):
@@ -157,7 +159,7 @@ class Loop:
         self.strategy.synchronize()
         start = time.perf_counter()
         for step in range(first, last):
-            losses[step - first] = self._step(perm, step)
+            losses[step - first] = self.step(perm, step)
             self.result.global_steps += 1
             self.step_in_epoch = step + 1
             if self._checkpoint_due():

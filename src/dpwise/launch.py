@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from dpwise.config import TrainConfig
@@ -59,6 +62,22 @@ def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
         if message.startswith(_USAGE_PREFIX):
             raise DpwiseError(message[len(_USAGE_PREFIX) :]) from None
         raise WorkerFailed(rank, failure.exitcode, message, details) from None
+
+
+def run_guarded(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run a worker's function; a DpwiseError becomes one line for the parent and exit code 2.
+
+    The message goes to the launcher's error file (no traceback on the console), and the non-zero
+    exit makes the launcher stop the other workers instead of leaving them waiting in a collective.
+    """
+    try:
+        return fn(*args)
+    except DpwiseError as exc:
+        from torch.distributed.elastic.multiprocessing.errors import get_error_handler
+
+        get_error_handler().record_exception(exc)
+        sys.stderr.flush()
+        os._exit(2)
 
 
 def _failure_text(message: Any) -> tuple[str, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import platform
-import sys
 from typing import Any
 
 import torch
@@ -13,7 +12,7 @@ from dpwise import __version__, outputs
 from dpwise.config import TrainConfig
 from dpwise.engine import train
 from dpwise.env import DistEnv
-from dpwise.errors import DpwiseError
+from dpwise.launch import run_guarded
 from dpwise.plan import Hardware, RunPlan, resolve
 from dpwise.report.train_text import epoch_line, summary_lines
 from dpwise.strategies import make_strategy
@@ -74,13 +73,4 @@ def _emit_epoch(report: Any) -> None:
 
 def worker_entry(cfg: TrainConfig) -> dict[str, Any] | None:
     """The function torch.distributed's elastic launcher runs in each worker it starts."""
-    try:
-        return run_worker(cfg)
-    except DpwiseError as exc:
-        # A user mistake: hand the one-line message to the launcher's error file, no traceback,
-        # and exit non-zero so the launcher stops the other workers instead of letting them hang.
-        from torch.distributed.elastic.multiprocessing.errors import get_error_handler
-
-        get_error_handler().record_exception(exc)
-        sys.stderr.flush()
-        os._exit(2)
+    return run_guarded(run_worker, cfg)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import resource
 import sys
+from pathlib import Path
 
 import torch
 
@@ -17,6 +18,30 @@ def reset_peaks(devices: list[torch.device]) -> None:
 def _peak_rss_bytes() -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
+
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's high-water mark of this process's RSS (Linux); False where impossible."""
+    try:
+        _CLEAR_REFS.write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def peak_rss_since_reset() -> int:
+    """VmHWM: the RSS high-water mark since the last reset (or process start)."""
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return _peak_rss_bytes()
 
 
 def peaks(devices: list[torch.device]) -> list[dict[str, object]]:

@@ -1,0 +1,1 @@
+"""`dpwise compare`: the guide's validation checklist, run for real on the user's hardware."""

@@ -1,0 +1,133 @@
+"""Assemble results.json (schema 1) from the measured runs: derived figures, checks, verdict."""
+
+from __future__ import annotations
+
+import platform
+from datetime import datetime, timezone
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from dpwise import __version__, checks
+from dpwise.compare.settings import CompareConfig
+from dpwise.compare.verdict import claims, recommend
+from dpwise.plan import Hardware
+from dpwise.workload import BUILTINS, Workload, resolve_workload
+
+SCHEMA = 1
+
+
+def _state(out: Path, run: dict[str, Any]) -> dict[str, torch.Tensor]:
+    return torch.load(out / run["final_state"], map_location="cpu", weights_only=True)
+
+
+def max_abs_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    return max(
+        ((a[k].double() - b[k].double()).abs().max().item() for k in a if a[k].is_floating_point()),
+        default=0.0,
+    )
+
+
+def derive(out: Path, runs: list[dict[str, Any]]) -> float | None:
+    """Add speed-up and parameter difference against single; return the worst dp↔ddp difference."""
+    reference = _state(out, runs[0])
+    states = {r["id"]: _state(out, r) for r in runs}
+    base = runs[0]["samples_per_s"]["median"]
+    for r in runs:
+        r["speedup_vs_single"] = r["samples_per_s"]["median"] / base
+        r["max_param_diff_vs_single"] = max_abs_diff(reference, states[r["id"]])
+    dps = [r["id"] for r in runs if r["strategy"] == "dp"]
+    ddps = [r["id"] for r in runs if r["strategy"] == "ddp"]
+    pairs = [max_abs_diff(states[a], states[b]) for a, b in product(dps, ddps)]
+    return max(pairs) if pairs else None
+
+
+def diagnose(workload: Workload, runs: list[dict[str, Any]], batch: int) -> checks.Diagnosis:
+    """Inspect the model (built on the meta device: no memory) for what breaks equivalence."""
+    with torch.device("meta"):
+        model = workload.build_model()
+    bn = [n for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    drop = [
+        n
+        for n, m in model.named_modules()
+        if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0
+    ]
+    drop += [
+        f"{n} (dropout={m.dropout})"
+        for n, m in model.named_modules()
+        if isinstance(m, nn.MultiheadAttention) and m.dropout > 0
+    ]
+    uneven = [r["label"] for r in runs if r["strategy"] == "dp" and batch % r["world_size"]]
+    return checks.Diagnosis(bn, drop, "mean", uneven)
+
+
+def environment(hw: Hardware, device_type: str, backend: str) -> dict[str, Any]:
+    names = [torch.cuda.get_device_name(i) for i in range(hw.cuda_devices)]
+    return {
+        "device_type": device_type,
+        "gpus": hw.cuda_devices,
+        "gpu_names": names,
+        "cpu_cores": hw.cpu_cores,
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "backend": backend,
+    }
+
+
+def workload_facts(cfg: CompareConfig, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
+    with torch.device("meta"):
+        params = list(workload.build_model().parameters())
+    return {
+        "model": cfg.model,
+        "model_args": cfg.model_args,
+        "data": workload.data_spec,
+        "data_args": cfg.data_args,
+        "description": BUILTINS[cfg.model].summary if cfg.model in BUILTINS else cfg.model,
+        "parameters": sum(p.numel() for p in params),
+        "parameter_bytes": sum(p.numel() * p.element_size() for p in params),
+        "samples_per_epoch": runs[0]["samples_per_epoch"],
+        "batch_size": cfg.batch_size,
+        "epochs": cfg.epochs,
+        "repeats": cfg.repeats,
+        "precision": cfg.precision,
+        "optimizer": cfg.optimizer,
+        "lr": cfg.lr,
+        "seed": cfg.seed,
+        "tolerance": cfg.tolerance,
+    }
+
+
+def assemble(
+    cfg: CompareConfig, hw: Hardware, runs: list[dict[str, Any]], command: str
+) -> dict[str, Any]:
+    device_type = "cuda" if any(d.startswith("cuda") for d in runs[0]["devices"]) else "cpu"
+    dp_vs_ddp = derive(cfg.out, runs)
+    workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
+    why = diagnose(workload, runs, cfg.batch_size)
+    results = [
+        checks.convergence(runs, cfg.tolerance, why),
+        checks.memory(runs, device_type),
+        checks.speed(runs, cfg.repeats),
+        checks.communication(runs),
+        checks.scalability(runs, device_type, hw.cpu_cores),
+    ]
+    by_name = {c.name: c.to_dict() for c in results}
+    env = environment(hw, device_type, "nccl" if device_type == "cuda" else "gloo")
+    return {
+        "schema": SCHEMA,
+        "dpwise_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "workload": workload_facts(cfg, runs),
+        "environment": env,
+        "runs": runs,
+        "checks": list(by_name.values()),
+        "recommendation": recommend(runs, cfg.tolerance, device_type),
+        "claims": claims(runs, by_name, env, dp_vs_ddp),
+        "plots": {},
+    }

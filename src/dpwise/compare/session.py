@@ -1,0 +1,52 @@
+"""`dpwise compare` end to end: validate, run, assemble, write the report, print the verdict."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+
+from dpwise import outputs
+from dpwise.compare.matrix import build_matrix
+from dpwise.compare.results import assemble
+from dpwise.compare.runner import run_all
+from dpwise.compare.settings import CompareConfig
+from dpwise.plan import Hardware
+from dpwise.report.files import write_reports
+from dpwise.report.terminal import CompareProgress, checks_table, summary_table, verdict_lines
+from dpwise.workload import resolve_workload
+
+
+def run_compare(cfg: CompareConfig, command: str) -> int:
+    """Returns the exit code: 0 when no check fails, 1 when one does."""
+    started = time.perf_counter()
+    hw = Hardware.detect()
+    specs = build_matrix(cfg, hw)  # bad sizes fail here, before anything runs or is written
+    resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
+    outputs.check_writable(cfg.out)
+    err = Console(stderr=True)
+    units = len(specs) * (cfg.repeats + 1)
+    with CompareProgress(units, err, enabled=not cfg.quiet) as progress:
+        _, runs = run_all(cfg, hw, progress.on_event)
+    measured = time.perf_counter()
+    results = assemble(cfg, hw, runs, command)
+    written = write_reports(results, cfg.out)
+    results["timing"] = {
+        "wall_seconds": time.perf_counter() - started,
+        "runs_seconds": measured - started,
+        "training_seconds": sum(r["training_seconds"] for r in runs),
+        "report_seconds": time.perf_counter() - measured,
+    }
+    outputs.write_json(results, cfg.out / "results.json")
+    if not cfg.quiet:
+        _print_summary(results, written["html"], cfg)
+    return 1 if any(c["status"] == "fail" for c in results["checks"]) else 0
+
+
+def _print_summary(results: dict, html, cfg: CompareConfig) -> None:
+    out = Console()
+    out.print(summary_table(results))
+    out.print(checks_table(results))
+    for line in verdict_lines(results):
+        out.print(line)
+    out.print(f"report: {html}  (also {cfg.out / 'report.md'}, {cfg.out / 'results.json'})")

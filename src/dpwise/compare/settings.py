@@ -1,0 +1,89 @@
+"""CompareConfig: what `dpwise compare` runs, validated up front."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dpwise.config import OPTIMIZERS, PRECISIONS, STRATEGIES, TrainConfig
+from dpwise.errors import DpwiseError
+
+
+def parse_list(raw: str, flag: str, cast: type = str) -> tuple[Any, ...]:
+    items = [part.strip() for part in raw.split(",") if part.strip()]
+    if not items:
+        raise DpwiseError(f"{flag} is empty; give a comma-separated list")
+    try:
+        return tuple(cast(item) for item in items)
+    except ValueError:
+        raise DpwiseError(f"{flag} {raw!r} is not a comma-separated list of integers") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareConfig:
+    model: str = "simple"
+    model_args: dict[str, Any] = field(default_factory=dict)
+    data: str | None = None
+    data_args: dict[str, Any] = field(default_factory=dict)
+    strategies: tuple[str, ...] = STRATEGIES
+    world_sizes: tuple[int, ...] | None = None  # None: 1, 2 on CPU; 1, 2, 4 … GPUs on GPU
+    epochs: int = 3
+    batch_size: int = 256
+    repeats: int = 3
+    precision: str = "fp32"
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    seed: int = 0
+    tolerance: float = 1e-4
+    device: str = "auto"
+    profile_steps: int = 4
+    out: Path = Path("runs/compare")
+    quiet: bool = False
+
+    def __post_init__(self) -> None:
+        unknown = [s for s in self.strategies if s not in STRATEGIES]
+        if unknown:
+            raise DpwiseError(
+                f"--strategies {','.join(unknown)}: unknown; choose from {', '.join(STRATEGIES)}"
+            )
+        if self.epochs < 2:
+            raise DpwiseError(
+                f"--epochs must be at least 2 (the first is an untimed warm-up), got {self.epochs}"
+            )
+        for name in ("repeats", "batch_size", "profile_steps"):
+            if getattr(self, name) < 1:
+                raise DpwiseError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.world_sizes is not None and min(self.world_sizes) < 1:
+            raise DpwiseError(f"--world-sizes must be positive, got {self.world_sizes}")
+        if self.precision not in PRECISIONS:
+            raise DpwiseError(
+                f"--precision {self.precision!r} is not one of {', '.join(PRECISIONS)}"
+            )
+        if self.optimizer not in OPTIMIZERS:
+            raise DpwiseError(
+                f"--optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}"
+            )
+        if not self.tolerance > 0:
+            raise DpwiseError(f"--tolerance must be positive, got {self.tolerance}")
+        if self.model.count(":") == 1 and self.data is None:
+            raise DpwiseError(f"--model {self.model} needs --data pkg.module:factory")
+
+    def train_config(self, strategy: str, nproc: int | None) -> TrainConfig:
+        """The TrainConfig of one run: the same workload and hyper-parameters for every strategy."""
+        return TrainConfig(
+            model=self.model,
+            model_args=self.model_args,
+            data=self.data,
+            data_args=self.data_args,
+            strategy=strategy,
+            nproc=nproc if strategy == "ddp" else None,
+            device=self.device,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            optimizer=self.optimizer,
+            precision=self.precision,
+            seed=self.seed,
+            quiet=True,
+        )

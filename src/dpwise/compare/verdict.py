@@ -1,0 +1,176 @@
+"""The recommendation and the guide's claims, each answered from the measured runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpwise.units import pct, rate, sci
+
+Run = dict[str, Any]
+GUIDE = "guide"
+
+
+def _rate(run: Run) -> float:
+    return run["samples_per_s"]["median"]
+
+
+def _overlaps(a: Run, b: Run) -> bool:
+    """True when the two runs' repeat spreads overlap: the difference is within the noise."""
+    return a["samples_per_s"]["min"] <= b["samples_per_s"]["max"] and (
+        b["samples_per_s"]["min"] <= a["samples_per_s"]["max"]
+    )
+
+
+def recommend(runs: list[Run], tolerance: float, device_type: str) -> dict[str, Any]:
+    single = runs[0]
+    faithful = [r for r in runs if r["max_param_diff_vs_single"] <= tolerance] or runs
+    ranked = sorted(faithful, key=_rate, reverse=True)
+    best = ranked[0]
+    if best is not single and _overlaps(best, single):
+        best = single  # no measurable gain: the simplest set-up wins
+    if best["strategy"] == "dp" and best["world_size"] == 1:
+        best = single  # CPU pass-through is the single-process run
+    runner = next((r for r in ranked if r is not best and not r["notes"]), None)
+    spread = f"{best['samples_per_s']['min']:,.0f}–{best['samples_per_s']['max']:,.0f}"
+    vs = "" if best is single else f", {best['speedup_vs_single']:.2f}× the single process"
+    reasons = [
+        f"{best['label']} trains at {rate(_rate(best))} samples/s ({spread} over the repeats){vs}"
+    ]
+    if runner is not None:
+        reasons.append(
+            f"runner-up: {runner['label']} at {rate(_rate(runner))} samples/s "
+            f"({runner['speedup_vs_single']:.2f}× single)"
+        )
+    worst = max(r["max_param_diff_vs_single"] for r in runs)
+    reasons.append(
+        f"parameters of every run agree with single within {sci(worst)}"
+        if worst <= tolerance
+        else f"some runs differ from single by up to {sci(worst)}: see the convergence check"
+    )
+    if device_type == "cpu":
+        reasons.append(_cpu_reason(runs))
+    if best["strategy"] == "dp":
+        reasons.append(
+            "DataParallel is fastest here; PyTorch's documentation recommends DDP instead "
+            "(DataParallel is not deprecated, but single-process and limited to one machine)"
+        )
+    what = best["label"] if best is not single else "a single process"
+    return {
+        "strategy": best["strategy"],
+        "world_size": best["world_size"],
+        "run": best["id"],
+        "runner_up": None if runner is None else runner["id"],
+        "headline": f"Use {what} on this machine for this model",
+        "reasons": reasons,
+    }
+
+
+def _cpu_reason(runs: list[Run]) -> str:
+    ddp = [r for r in runs if r["strategy"] == "ddp" and r["world_size"] > 1]
+    if not ddp:
+        return "this machine has no GPU: every run used the CPU"
+    top = max(ddp, key=lambda r: r["world_size"])
+    return (
+        f"no GPU: {top['label']} split the CPU's cores between processes "
+        f"({top['threads_per_process']} thread(s) each), so DDP adds communication without "
+        "adding compute"
+    )
+
+
+def _claim(claim: str, source: str, measured: str, verdict: str, why: str = "") -> dict[str, str]:
+    return {"claim": claim, "source": source, "measured": measured, "verdict": verdict, "why": why}
+
+
+def claims(
+    runs: list[Run], checks: dict[str, Any], env: dict[str, Any], dp_vs_ddp: float | None
+) -> list[dict[str, str]]:
+    gpus = env["gpus"] if env["device_type"] == "cuda" else 0
+    return [
+        _memory_claim(checks["memory"], env),
+        _faster_claim(runs, gpus),
+        _linear_claim(checks["scalability"], gpus),
+        _plateau_claim(gpus),
+        _agree_claim(dp_vs_ddp),
+        _async_claim(checks["communication"]),
+        _sync_points_claim(runs, gpus),
+    ]
+
+
+def _memory_claim(check: dict[str, Any], env: dict[str, Any]) -> dict[str, str]:
+    text, src = "DDP uses ≈ 50 % less memory than DataParallel", f"{GUIDE}: Trade-Off Summary"
+    ratio = check["figures"].get("ddp_over_dp")
+    if ratio is None:
+        return _claim(text, src, "no dp and ddp pair", "cannot be tested", check["summary"])
+    why = "on the CPU DataParallel is a pass-through" if env["device_type"] == "cpu" else ""
+    held = "held" if ratio <= 0.6 else "did not hold"
+    return _claim(text, src, f"DDP / DP peak per device = {ratio:.2f}", held, why)
+
+
+def _faster_claim(runs: list[Run], gpus: int) -> dict[str, str]:
+    text = "DDP finishes faster than DataParallel, especially on > 4 GPUs"
+    src = f"{GUIDE}: Validation Checklist 3"
+    dp = {r["world_size"]: r for r in runs if r["strategy"] == "dp"}
+    ddp = {r["world_size"]: r for r in runs if r["strategy"] == "ddp"}
+    common = sorted(set(dp) & set(ddp) - ({1} if gpus == 0 else set()))
+    if not common:
+        return _claim(text, src, "no GPU", "cannot be tested", "DataParallel needs GPUs")
+    w = common[-1]
+    ratio = _rate(ddp[w]) / _rate(dp[w])
+    why = "" if gpus > 4 else f"only {gpus} GPU(s): the '> 4 GPUs' part cannot be tested"
+    held = "held" if ratio > 1 and not _overlaps(ddp[w], dp[w]) else "did not hold"
+    return _claim(text, src, f"at {w} GPUs DDP / DP throughput = {ratio:.2f}", held, why)
+
+
+def _linear_claim(check: dict[str, Any], gpus: int) -> dict[str, str]:
+    text, src = "DDP scales almost linearly with GPU count", f"{GUIDE}: Trade-Off Summary"
+    eff = check["figures"].get("efficiency") or {}
+    if gpus < 2 or len(eff) < 2:
+        seen = ", ".join(f"{w}: {pct(e)}" for w, e in eff.items()) or "–"
+        return _claim(text, src, f"CPU efficiency {seen}", "cannot be tested", "fewer than 2 GPUs")
+    w = max(eff)
+    held = "held" if eff[w] >= 0.85 else "did not hold"
+    return _claim(text, src, f"efficiency at {w} GPUs = {pct(eff[w])}", held)
+
+
+def _plateau_claim(gpus: int) -> dict[str, str]:
+    text, src = "DataParallel saturates around 4 GPUs", f"{GUIDE}: Trade-Off Summary"
+    if gpus < 5:
+        return _claim(text, src, "–", "cannot be tested", f"needs more than 4 GPUs; found {gpus}")
+    return _claim(text, src, "see the throughput plot", "cannot be tested", "not yet automated")
+
+
+def _agree_claim(dp_vs_ddp: float | None) -> dict[str, str]:
+    text = "DP and DDP parameters agree within 1e-4 after training"
+    src = f"{GUIDE}: Validation Checklist 1"
+    if dp_vs_ddp is None:
+        return _claim(text, src, "no dp and ddp runs", "cannot be tested")
+    held = "held" if dp_vs_ddp <= 1e-4 else "did not hold"
+    why = "dpwise gives both the same batches, order, initial state and a mean-reduced loss"
+    return _claim(text, src, f"max |Δparam| between dp and ddp = {sci(dp_vs_ddp)}", held, why)
+
+
+def _async_claim(check: dict[str, Any]) -> dict[str, str]:
+    text = "DDP communicates asynchronously, so steps are not stalled by gradient sync"
+    src = f"{GUIDE}: DistributedDataParallel"
+    figures = check["figures"]
+    if not figures:
+        return _claim(text, src, "no ddp run", "cannot be tested")
+    run_id, comm = max(figures.items(), key=lambda kv: kv[1].get("step_ms", 0))
+    share = comm["exposed_share"]
+    held = "held" if share <= 0.1 else "did not hold"
+    why = "all-reduce overlaps backward, but the step waits for the last bucket"
+    return _claim(
+        text, src, f"{run_id}: {pct(share)} of the step is exposed communication", held, why
+    )
+
+
+def _sync_points_claim(runs: list[Run], gpus: int) -> dict[str, str]:
+    text = "DDP registers fewer CPU-bound sync points than DataParallel"
+    src = f"{GUIDE}: Validation Checklist 4"
+    dp = [r for r in runs if r["strategy"] == "dp" and r.get("sync_points_per_step") is not None]
+    ddp = [r for r in runs if r["strategy"] == "ddp" and r.get("sync_points_per_step") is not None]
+    if not gpus or not dp or not ddp:
+        return _claim(text, src, "–", "cannot be tested", "device sync points exist only on GPUs")
+    a, b = ddp[-1]["sync_points_per_step"], dp[-1]["sync_points_per_step"]
+    held = "held" if a < b else "did not hold"
+    return _claim(text, src, f"sync points per step: DDP {a:.1f}, DP {b:.1f}", held)

@@ -1,0 +1,187 @@
+"""torch.profiler probes: collectives, device sync points and live tensor memory."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torch.profiler import ProfilerActivity, profile, record_function
+
+STEP_MARK = "dpwise.step"
+# Backend-level events torch.distributed records for each collective (gloo:/nccl: prefixes).
+_COLLECTIVES = {"all_reduce": ("all_reduce", "allreduce"), "broadcast": ("broadcast",)}
+_BACKEND_PREFIXES = ("gloo:", "nccl:", "mpi:", "ucc:")
+_SYNC_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+# DataParallel's own communication (autograd functions in torch.nn.parallel._functions).
+_DP_OPS = {
+    "broadcast": ("Broadcast",),
+    "reduce_add": ("ReduceAddCoalesced",),
+    "scatter": ("Scatter",),
+    "gather": ("Gather",),
+}
+
+
+@contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Kineto prints a line to fd 2 at every profiler start and stop; keep the terminal clean."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+@contextmanager
+def session(device_type: str, with_memory: bool) -> Iterator[Any]:
+    activities = [ProfilerActivity.CPU]
+    if device_type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    prof = profile(activities=activities, record_shapes=True, profile_memory=with_memory)
+    with _native_stderr_silenced():
+        prof.start()
+    try:
+        yield prof
+    finally:
+        with _native_stderr_silenced():
+            prof.stop()
+
+
+def mark_step() -> AbstractContextManager[Any]:
+    return record_function(STEP_MARK)
+
+
+@dataclass(frozen=True)
+class Window:
+    start: float
+    end: float
+
+    def holds(self, t: float) -> bool:
+        return self.start <= t <= self.end
+
+
+def step_windows(events: Iterable[Any], skip: int) -> list[Window]:
+    marks = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == STEP_MARK)
+    return [Window(s, e) for s, e in marks[skip:]]
+
+
+def _kind(name: str) -> str | None:
+    lowered = name.lower()
+    if not lowered.startswith(_BACKEND_PREFIXES):
+        return None
+    for kind, needles in _COLLECTIVES.items():
+        if any(n in lowered for n in needles):
+            return kind
+    return None
+
+
+def _elements(shapes: Any) -> int:
+    total = 0
+    for shape in shapes or []:
+        if isinstance(shape, (list, tuple)) and shape and all(isinstance(d, int) for d in shape):
+            count = 1
+            for dim in shape:
+                count *= dim
+            total += count
+    return total
+
+
+def collectives(events: list[Any], windows: list[Window], element_size: int) -> dict[str, Any]:
+    """Per measured step: count and milliseconds of each collective, bytes all-reduced."""
+    steps = max(1, len(windows))
+    stats = {kind: {"count": 0, "us": 0.0} for kind in _COLLECTIVES}
+    reduced = 0
+    for e in events:
+        kind = _kind(e.name)
+        if kind is None or not any(w.holds(e.time_range.start) for w in windows):
+            continue
+        stats[kind]["count"] += 1
+        stats[kind]["us"] += e.time_range.elapsed_us()
+        if kind == "all_reduce":
+            reduced += _elements(e.input_shapes) * element_size
+    return {
+        "collectives": [
+            {"op": k, "count_per_step": v["count"] / steps, "ms_per_step": v["us"] / 1e3 / steps}
+            for k, v in stats.items()
+        ],
+        "bytes_all_reduced_per_step": reduced / steps,
+    }
+
+
+def dp_ops(events: list[Any], windows: list[Window]) -> list[dict[str, Any]]:
+    """DataParallel's scatter / broadcast / gather / reduce-add per step (CUDA only)."""
+    steps = max(1, len(windows))
+    out = []
+    for op, names in _DP_OPS.items():
+        hits = [
+            e
+            for e in events
+            if any(n in e.name for n in names) and any(w.holds(e.time_range.start) for w in windows)
+        ]
+        out.append(
+            {
+                "op": op,
+                "count_per_step": len(hits) / steps,
+                "ms_per_step": sum(e.time_range.elapsed_us() for e in hits) / 1e3 / steps,
+            }
+        )
+    return out
+
+
+def sync_points(events: list[Any], windows: list[Window]) -> float:
+    """Host-side waits on the device per step (cuda*Synchronize calls)."""
+    steps = max(1, len(windows))
+    hits = sum(
+        1
+        for e in events
+        if e.name in _SYNC_NAMES and any(w.holds(e.time_range.start) for w in windows)
+    )
+    return hits / steps
+
+
+def peak_live_cpu_bytes(trace: Path) -> int | None:
+    """Peak of live CPU tensor bytes allocated while the profiler recorded memory.
+
+    The CPU allocator reports a running total to the profiler; the level before the first
+    recorded event is the baseline, so the result counts what the profiled code allocated.
+    """
+    events = [
+        e
+        for e in json.loads(trace.read_text()).get("traceEvents", [])
+        if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type") == 0
+    ]
+    if not events:
+        return None
+    events.sort(key=lambda e: e["ts"])
+    first = events[0]["args"]
+    baseline = first["Total Allocated"] - first["Bytes"]
+    return int(max(e["args"]["Total Allocated"] for e in events) - baseline)
+
+
+def timed_steps(run_step: Callable[[], None], steps: int, synchronize: Callable[[], None]) -> float:
+    """Median wall seconds of ``steps`` calls, the device synchronised around each."""
+    times = []
+    for _ in range(steps):
+        synchronize()
+        start = time.perf_counter()
+        run_step()
+        synchronize()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def export(prof: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(str(path))
+    return path

@@ -1,0 +1,64 @@
+"""Synthetic run records, shaped like compare's results, for testing checks and the verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def run(
+    id: str,
+    rate: float,
+    *,
+    diff: float = 0.0,
+    peak: int = 10 * 2**20,
+    spread: float = 0.02,
+    comm: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
+    threads: int = 1,
+    single_rate: float = 1000.0,
+) -> dict[str, Any]:
+    strategy, _, size = id.partition("-")
+    world = int(size or 1)
+    devices = world if strategy == "ddp" else 1
+    return {
+        "id": id,
+        "label": id.replace("-", " × "),
+        "strategy": strategy,
+        "world_size": world,
+        "threads_per_process": threads,
+        "notes": notes or [],
+        "epoch_seconds": {
+            "median": 1000 / rate,
+            "min": 1000 / rate / 1.05,
+            "max": 1000 / rate * 1.05,
+        },
+        "samples_per_s": {"median": rate, "min": rate * (1 - spread), "max": rate * (1 + spread)},
+        "speedup_vs_single": rate / single_rate,
+        "max_param_diff_vs_single": diff,
+        "losses": [2.3, 2.2],
+        "memory": {
+            "kind": "cpu_live_tensors",
+            "per_device": [
+                {"rank": r, "device": "cpu", "peak_bytes": peak} for r in range(devices)
+            ],
+            "peak_rss_bytes": [300 * 2**20] * devices,
+        },
+        "communication": comm,
+        "sync_points_per_step": None,
+    }
+
+
+def comm(exposed_share: float, reduced: int = 2_000_000, grads: int = 2_000_000) -> dict[str, Any]:
+    step = 10.0
+    return {
+        "collectives": [
+            {"op": "all_reduce", "count_per_step": 1.0, "ms_per_step": 1.0},
+            {"op": "broadcast", "count_per_step": 0.0, "ms_per_step": 0.0},
+        ],
+        "bytes_all_reduced_per_step": reduced,
+        "gradient_bytes": grads,
+        "step_ms": step,
+        "step_ms_without_sync": step * (1 - exposed_share),
+        "exposed_ms": step * exposed_share,
+        "exposed_share": exposed_share,
+    }

@@ -1,0 +1,70 @@
+from compare_fakes import comm, run
+from dpwise import checks
+
+CLEAN = checks.Diagnosis(batchnorm=[], dropout=[], loss_reduction="mean", uneven=[])
+
+
+def test_convergence_passes_within_tolerance():
+    runs = [run("single", 1000), run("ddp-2", 900, diff=3e-8)]
+    result = checks.convergence(runs, 1e-4, CLEAN)
+    assert result.status == "pass" and "3.0e-08" in result.summary
+    assert result.figures["max_diff"] == {"ddp-2": 3e-8}
+
+
+def test_convergence_failure_names_batchnorm_layers_and_the_fix():
+    why = checks.Diagnosis(["features.1", "features.5"], [], "mean", [])
+    runs = [run("single", 1000), run("ddp-2", 900, diff=2e-3)]
+    result = checks.convergence(runs, 1e-4, why)
+    assert result.status == "fail" and "ddp × 2" in result.summary
+    assert "BatchNorm layers (features.1, features.5)" in result.explanation
+    assert "SyncBatchNorm.convert_sync_batchnorm" in result.explanation
+
+
+def test_convergence_failure_names_every_cause_found():
+    why = checks.Diagnosis([], ["drop"], "sum", ["dp × 3"])
+    result = checks.convergence([run("single", 1), run("dp-3", 1, diff=1.0)], 1e-4, why)
+    for text in ("Dropout (drop)", "sum-reduced", "reduction='mean'", "aligned partition"):
+        assert text in result.explanation
+
+
+def test_memory_ratio_and_the_guides_claim():
+    runs = [run("single", 1000), run("dp", 1000, peak=100), run("ddp-1", 900, peak=136)]
+    result = checks.memory(runs, "cpu")
+    assert result.status == "warn" and result.figures["ddp_over_dp"] == 1.36
+    assert "did not hold" in result.summary
+    gpu = [run("single", 1), run("dp-2", 1, peak=100), run("ddp-2", 1, peak=40)]
+    held = checks.memory(gpu, "cuda")
+    assert held.status == "pass" and "held" in held.summary
+
+
+def test_memory_is_skipped_without_a_pair():
+    assert checks.memory([run("single", 1), run("ddp-2", 1)], "cpu").status == "skip"
+
+
+def test_speed_ignores_the_cpu_pass_through_and_warns_when_nothing_beats_single():
+    runs = [run("single", 1000), run("dp", 1100, notes=["pass-through"]), run("ddp-2", 450)]
+    result = checks.speed(runs, 3)
+    assert result.status == "warn" and result.figures["fastest"] == "single"
+    faster = checks.speed([run("single", 1000), run("ddp-2", 1800)], 3)
+    assert faster.status == "pass" and faster.figures["fastest"] == "ddp-2"
+
+
+def test_communication_flags_exposed_time_and_missing_bytes():
+    ok = checks.communication([run("single", 1), run("ddp-2", 1, comm=comm(0.1))])
+    assert ok.status == "pass" and "10 %" in ok.summary
+    heavy = checks.communication([run("single", 1), run("ddp-2", 1, comm=comm(0.6))])
+    assert heavy.status == "warn"
+    partial = checks.communication([run("ddp-2", 1, comm=comm(0.1, reduced=1_000_000))])
+    assert partial.status == "warn"
+    assert checks.communication([run("single", 1)]).status == "skip"
+
+
+def test_scalability_efficiency_and_where_it_stops():
+    runs = [run("single", 1000, threads=2), run("ddp-1", 950), run("ddp-2", 420)]
+    result = checks.scalability(runs, "cpu", 2)
+    assert result.figures["stops_growing_at"] == 1
+    assert abs(result.figures["efficiency"][2] - 0.21) < 1e-9
+    assert result.status == "warn" and "1 of the 2 CPU cores" in result.explanation
+    gpu = [run("single", 1000), run("ddp-1", 1000), run("ddp-2", 1900, single_rate=1000)]
+    assert checks.scalability(gpu, "cuda", 64).status == "pass"
+    assert checks.scalability([run("single", 1), run("ddp-2", 1)], "cpu", 2).status == "skip"

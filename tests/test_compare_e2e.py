@@ -1,0 +1,117 @@
+"""`dpwise compare` end to end on the CPU: the report, its checks, and the BatchNorm failure."""
+
+import json
+
+import pytest
+
+from conftest import run_cli
+
+pytestmark = pytest.mark.slow
+CHECKS = ["convergence", "memory", "speed", "communication", "scalability"]
+
+
+@pytest.fixture(scope="module")
+def default_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compare")
+    proc = run_cli("compare", "--epochs", "2", "--repeats", "2", "--out", str(out))
+    return out, proc
+
+
+def test_default_compare_passes_convergence_for_every_strategy(default_report):
+    out, proc = default_report
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["schema"] == 1
+    assert [c["name"] for c in results["checks"]] == CHECKS
+    checks = {c["name"]: c for c in results["checks"]}
+    assert checks["convergence"]["status"] == "pass"
+    assert [r["id"] for r in results["runs"]] == ["single", "dp", "ddp-1", "ddp-2"]
+    assert all(r["max_param_diff_vs_single"] <= 1e-4 for r in results["runs"])
+    for key in ("recommendation", "claims", "environment", "runs"):
+        assert results[key]
+    assert set(results["recommendation"]) >= {"strategy", "reasons"}
+
+
+def test_measurements_are_real_numbers(default_report):
+    out, _ = default_report
+    results = json.loads((out / "results.json").read_text())
+    single, ddp2 = results["runs"][0], results["runs"][-1]
+    params = results["workload"]["parameter_bytes"]
+    assert params == 517_642 * 4
+    # live tensors at least hold parameters and gradients; DDP adds its bucket buffers
+    assert single["memory"]["per_device"][0]["peak_bytes"] >= 2 * params
+    ddp1 = results["runs"][2]
+    assert (
+        ddp1["memory"]["per_device"][0]["peak_bytes"]
+        >= single["memory"]["per_device"][0]["peak_bytes"] + 0.9 * params
+    )
+    comm = ddp2["communication"]
+    assert comm["bytes_all_reduced_per_step"] == pytest.approx(params, rel=0.01)
+    assert {c["op"]: c["count_per_step"] for c in comm["collectives"]}["all_reduce"] >= 1
+    assert len(ddp2["memory"]["per_device"]) == 2
+    assert ddp2["threads_per_process"] == 1 and single["threads_per_process"] >= 1
+    assert single["samples_per_s"]["min"] <= single["samples_per_s"]["median"]
+    assert single["samples_per_s"]["median"] <= single["samples_per_s"]["max"]
+
+
+def test_outputs_are_written(default_report):
+    out, proc = default_report
+    for name in ("report.html", "report.md", "results.json", "throughput.png", "loss.png"):
+        assert (out / name).is_file(), name
+    for run in ("single", "dp", "ddp-1", "ddp-2"):
+        trace = json.loads((out / "traces" / f"{run}.rank0.json").read_text())
+        assert trace["traceEvents"]
+    assert f"report: {out / 'report.html'}" in " ".join(proc.stdout.split())
+
+
+def test_markdown_gives_the_same_verdict(default_report):
+    out, _ = default_report
+    results = json.loads((out / "results.json").read_text())
+    md = (out / "report.md").read_text()
+    headline = results["recommendation"]["headline"]
+    assert headline in md and headline in (out / "report.html").read_text()
+    assert md.index(headline) < md.index("convergence")
+
+
+def test_batchnorm_cnn_does_not_pass_silently(tmp_path):
+    proc = run_cli(
+        "compare",
+        "--model",
+        "cnn",
+        "--model-arg",
+        "channels=4",
+        "--data-arg",
+        "samples=512",
+        "--batch-size",
+        "64",
+        "--epochs",
+        "2",
+        "--repeats",
+        "1",
+        "--quiet",
+        "--out",
+        str(tmp_path),
+    )
+    assert proc.returncode == 1, proc.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    convergence = results["checks"][0]
+    assert convergence["status"] == "fail"
+    assert "features.1, features.5" in convergence["explanation"]
+    assert "SyncBatchNorm" in convergence["explanation"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--world-sizes", "1,3"], "use a multiple of 3"),
+        (["--epochs", "1"], "the first is an untimed warm-up"),
+        (["--strategies", "single,zero"], "--strategies zero: unknown"),
+        (["--world-sizes", "1,x"], "not a comma-separated list of integers"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
+    out = tmp_path / "report"
+    proc = run_cli("compare", *args, "--out", str(out))
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr
+    assert not out.exists()

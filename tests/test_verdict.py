@@ -1,0 +1,54 @@
+from compare_fakes import comm, run
+from dpwise.compare.verdict import claims, recommend
+
+CPU_ENV = {"device_type": "cpu", "gpus": 0}
+
+
+def test_single_wins_when_parallel_runs_are_not_measurably_faster():
+    runs = [run("single", 1000, spread=0.05), run("ddp-2", 1030, spread=0.05)]
+    rec = recommend(runs, 1e-4, "cpu")
+    assert (rec["strategy"], rec["run"], rec["runner_up"]) == ("single", "single", "ddp-2")
+    assert rec["headline"] == "Use a single process on this machine for this model"
+
+
+def test_a_clearly_faster_faithful_run_is_recommended():
+    runs = [run("single", 1000), run("ddp-2", 1900), run("ddp-4", 3000, diff=1e-2)]
+    rec = recommend(runs, 1e-4, "cuda")
+    assert (rec["strategy"], rec["world_size"]) == ("ddp", 2)  # ddp-4 changed the model
+    assert "1.90× the single process" in rec["reasons"][0]
+
+
+def test_the_cpu_pass_through_is_never_recommended_as_dp():
+    runs = [run("single", 1000), run("dp", 1200, notes=["pass-through"])]
+    assert recommend(runs, 1e-4, "cpu")["strategy"] == "single"
+
+
+def _checks(memory_ratio=None, efficiency=None, comm_figures=None):
+    return {
+        "memory": {"figures": {"ddp_over_dp": memory_ratio}, "summary": "no pair"},
+        "scalability": {"figures": {"efficiency": efficiency or {}}},
+        "communication": {"figures": comm_figures or {}},
+    }
+
+
+def test_claims_on_a_cpu_machine():
+    runs = [run("single", 1000), run("dp", 1000), run("ddp-1", 900), run("ddp-2", 450)]
+    table = claims(runs, _checks(1.36, {1: 0.9, 2: 0.22}, {"ddp-2": comm(0.5)}), CPU_ENV, 1e-8)
+    by = {c["claim"]: c for c in table}
+    assert by["DDP uses ≈ 50 % less memory than DataParallel"]["verdict"] == "did not hold"
+    assert by["DataParallel saturates around 4 GPUs"]["verdict"] == "cannot be tested"
+    assert by["DDP scales almost linearly with GPU count"]["verdict"] == "cannot be tested"
+    assert by["DP and DDP parameters agree within 1e-4 after training"]["verdict"] == "held"
+    async_claim = "DDP communicates asynchronously, so steps are not stalled by gradient sync"
+    assert by[async_claim]["verdict"] == "did not hold"
+    assert all(c["source"].startswith("guide") for c in table)
+
+
+def test_claims_on_gpus():
+    env = {"device_type": "cuda", "gpus": 8}
+    runs = [run("single", 1000), run("dp-8", 2000), run("ddp-8", 7000, single_rate=1000)]
+    table = claims(runs, _checks(0.45, {1: 1.0, 8: 0.875}, {"ddp-8": comm(0.05)}), env, 5e-5)
+    by = {c["claim"]: c["verdict"] for c in table}
+    assert by["DDP uses ≈ 50 % less memory than DataParallel"] == "held"
+    assert by["DDP finishes faster than DataParallel, especially on > 4 GPUs"] == "held"
+    assert by["DDP scales almost linearly with GPU count"] == "held"

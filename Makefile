@@ -13,10 +13,8 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/dpwise train --strategy single --epochs 2 --out $(DEMO_OUT)/single
-	$(BIN)/dpwise train --strategy dp --epochs 2 --out $(DEMO_OUT)/dp
-	$(BIN)/dpwise train --strategy ddp --nproc 2 --epochs 2 --out $(DEMO_OUT)/ddp
-	@echo "demo: reports (metrics.json, final.pt) are in $(DEMO_OUT)/{single,dp,ddp}/"
+	$(BIN)/dpwise compare --out $(DEMO_OUT)
+	@echo "demo: open $(DEMO_OUT)/report.html (also report.md and results.json in $(DEMO_OUT)/)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
@@ -32,6 +30,7 @@ format: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/engine_overhead.py
 	$(BIN)/python bench/input_path.py
+	$(BIN)/python bench/compare_budget.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

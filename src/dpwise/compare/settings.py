@@ -28,9 +28,9 @@ class CompareConfig:
     data_args: dict[str, Any] = field(default_factory=dict)
     strategies: tuple[str, ...] = STRATEGIES
     world_sizes: tuple[int, ...] | None = None  # None: 1, 2 on CPU; 1, 2, 4 … GPUs on GPU
-    epochs: int = 3
+    epochs: int = 5  # the guide's example trains 5 epochs
     batch_size: int = 256
-    repeats: int = 3
+    repeats: int = 10
     precision: str = "fp32"
     optimizer: str = "sgd"
     lr: float = 0.01

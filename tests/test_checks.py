@@ -33,8 +33,11 @@ def test_memory_ratio_and_the_guides_claim():
     assert result.status == "warn" and result.figures["ddp_over_dp"] == 1.36
     assert "did not hold" in result.summary
     gpu = [run("single", 1), run("dp-2", 1, peak=100), run("ddp-2", 1, peak=40)]
+    gpu[1]["memory"]["per_device"].append({"rank": 0, "device": "cuda:1", "peak_bytes": 50})
     held = checks.memory(gpu, "cuda")
     assert held.status == "pass" and "held" in held.summary
+    assert held.figures["dp_device0_imbalance"] == 2.0
+    assert "device 0 holds 2.00× the others" in held.summary
 
 
 def test_memory_is_skipped_without_a_pair():

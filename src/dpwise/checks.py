@@ -130,6 +130,10 @@ def memory(runs: list[Run], device_type: str) -> CheckResult:
     figures["ddp_over_dp"] = ratio
     figures["dp_device0_imbalance"] = _imbalance(dp)
     held = ratio is not None and ratio <= 0.6
+    imbalance = figures["dp_device0_imbalance"]
+    skew = (
+        "" if imbalance is None else f"; DataParallel's device 0 holds {imbalance:.2f}× the others"
+    )
     where = (
         "On the CPU DataParallel is a pass-through, so 'dp' is one process holding everything; "
         "each DDP process holds the parameters, gradients, optimizer state and DDP's bucket "
@@ -144,7 +148,7 @@ def memory(runs: list[Run], device_type: str) -> CheckResult:
         "memory",
         "pass" if held else "warn",
         f"peak per device: {ddp['label']} / {dp['label']} = {ratio:.2f}: the guide's "
-        f"'≈ 50 % less' {'held' if held else 'did not hold'} here",
+        f"'≈ 50 % less' {'held' if held else 'did not hold'} here{skew}",
         f"{where} Measured as {kind}; the ratio compares the busiest device of each run.",
         figures,
         table,

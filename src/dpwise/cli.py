@@ -95,7 +95,7 @@ def _add_compare_args(p: argparse.ArgumentParser) -> None:
     r.add_argument("--world-sizes", help="e.g. 1,2,4 (default: 1,2 on CPU; 1,2,4… GPUs on GPU)")
     r.add_argument("--device", default="auto", choices=DEVICES)
     r.add_argument("--epochs", type=int, default=5, help="epochs per repeat (first is warm-up)")
-    r.add_argument("--repeats", type=int, default=10, help="timed repeats per run")
+    r.add_argument("--repeats", type=int, default=12, help="timed repeats per run")
     r.add_argument("--batch-size", type=int, default=256, help="GLOBAL batch")
     r.add_argument("--precision", default="fp32", choices=PRECISIONS)
     r.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)

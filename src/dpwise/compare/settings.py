@@ -30,7 +30,7 @@ class CompareConfig:
     world_sizes: tuple[int, ...] | None = None  # None: 1, 2 on CPU; 1, 2, 4 … GPUs on GPU
     epochs: int = 5  # the guide's example trains 5 epochs
     batch_size: int = 256
-    repeats: int = 10
+    repeats: int = 12
     precision: str = "fp32"
     optimizer: str = "sgd"
     lr: float = 0.01

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from dpwise.atomic import atomic_file
 from dpwise.errors import DpwiseError
 
 FORMAT = "dpwise-checkpoint"
@@ -34,16 +34,8 @@ def fingerprint(config_dict: dict[str, Any]) -> dict[str, Any]:
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_file(path, fsync=True) as fh:
+        torch.save(obj, fh)
 
 
 def save(path: Path, state: dict[str, Any]) -> None:

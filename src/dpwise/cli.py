@@ -42,12 +42,16 @@ class _Parser(argparse.ArgumentParser):
         raise DpwiseError(f"{message} (see '{self.prog} --help')")
 
 
-def _add_train_args(p: argparse.ArgumentParser) -> None:
+def _add_workload_args(p: argparse.ArgumentParser) -> None:
     w = p.add_argument_group("workload")
     w.add_argument("--model", default="simple", help="simple | cnn | transformer | pkg.mod:factory")
     w.add_argument("--model-arg", action="append", metavar="KEY=VALUE", help="factory argument")
     w.add_argument("--data", default=None, help="pkg.mod:factory returning a Dataset or (x, y)")
     w.add_argument("--data-arg", action="append", metavar="KEY=VALUE", help="e.g. samples=20000")
+
+
+def _add_train_args(p: argparse.ArgumentParser) -> None:
+    _add_workload_args(p)
     s = p.add_argument_group("strategy and launch")
     s.add_argument("--strategy", default="single", choices=STRATEGIES)
     s.add_argument("--nproc", type=int, help="ddp workers per node (default: GPUs, else 2)")
@@ -85,11 +89,7 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_compare_args(p: argparse.ArgumentParser) -> None:
-    w = p.add_argument_group("workload")
-    w.add_argument("--model", default="simple", help="simple | cnn | transformer | pkg.mod:factory")
-    w.add_argument("--model-arg", action="append", metavar="KEY=VALUE", help="factory argument")
-    w.add_argument("--data", default=None, help="pkg.mod:factory returning a Dataset or (x, y)")
-    w.add_argument("--data-arg", action="append", metavar="KEY=VALUE", help="e.g. samples=20000")
+    _add_workload_args(p)
     r = p.add_argument_group("runs")
     r.add_argument("--strategies", default="single,dp,ddp", help="comma-separated (default: all)")
     r.add_argument("--world-sizes", help="e.g. 1,2,4 (default: 1,2 on CPU; 1,2,4… GPUs on GPU)")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
+from dpwise.atomic import atomic_write_text
 from dpwise.checkpoint import atomic_torch_save
 from dpwise.errors import DpwiseError
 
@@ -32,9 +32,7 @@ def check_writable(out: Path) -> None:
 
 
 def write_json(obj: Any, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
 
 
 def write_outputs(out: Path, model: nn.Module, metrics: dict[str, Any]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from dpwise.report.atomic import atomic_write_text
+from dpwise.atomic import atomic_write_text
 from dpwise.report.html import render_html
 from dpwise.report.markdown import render_markdown
 from dpwise.report.plots import write_plots

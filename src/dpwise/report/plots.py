@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from dpwise.report.atomic import atomic_write_bytes
+from dpwise.atomic import atomic_write_bytes
 from dpwise.report.plotkit import (
     LINESTYLES,
     MARKERS,

@@ -1,0 +1,94 @@
+"""Checks 3 and 5, speed and scalability: throughput, speed-up and scaling efficiency."""
+
+from __future__ import annotations
+
+from dpwise.checks.base import CheckResult, Run, median_rate
+from dpwise.units import pct, rate
+
+
+def speed(runs: list[Run], repeats: int) -> CheckResult:
+    rows = [
+        [
+            r["label"],
+            f"{r['epoch_seconds']['median']:.3f}",
+            f"{r['epoch_seconds']['min']:.3f}–{r['epoch_seconds']['max']:.3f}",
+            rate(median_rate(r)),
+            f"{r['speedup_vs_single']:.2f}×",
+        ]
+        for r in runs
+    ]
+    table = {
+        "columns": ["run", "epoch s (median)", "spread (min–max)", "samples/s", "speed-up"],
+        "rows": rows,
+    }
+    real = [r for r in runs if not r["notes"]]  # a CPU pass-through is the single run again
+    best = max(real or runs, key=median_rate)
+    parallel = [r for r in real if r["id"] != "single"]
+    faster = [r for r in parallel if r["speedup_vs_single"] > 1.0]
+    status = "pass" if faster or not parallel else "warn"
+    return CheckResult(
+        "speed",
+        status,
+        f"fastest: {best['label']} at {rate(median_rate(best))} samples/s "
+        f"({best['speedup_vs_single']:.2f}× single)",
+        f"Epoch wall time is the median of {repeats} repeats, each a full training from the same "
+        "initial state whose first epoch is an untimed warm-up; the spread is the fastest and "
+        "slowest repeat. "
+        + (
+            "A parallel run beat the single process."
+            if faster
+            else "No parallel run beat the single process on this hardware."
+        ),
+        {"fastest": best["id"], "speedup": {r["id"]: r["speedup_vs_single"] for r in runs}},
+        table,
+        "throughput.png",
+    )
+
+
+def scalability(runs: list[Run], device_type: str, cores: int) -> CheckResult:
+    ddp = sorted((r for r in runs if r["strategy"] == "ddp"), key=lambda r: r["world_size"])
+    rows = [
+        [
+            str(r["world_size"]),
+            rate(median_rate(r)),
+            f"{r['speedup_vs_single']:.2f}×",
+            pct(r["speedup_vs_single"] / r["world_size"]),
+            str(r["threads_per_process"]),
+        ]
+        for r in ddp
+    ]
+    table = {
+        "columns": ["world size", "samples/s", "speed-up", "efficiency", "threads/process"],
+        "rows": rows,
+    }
+    sizes = [r["world_size"] for r in ddp]
+    if len(sizes) < 2:
+        return CheckResult(
+            "scalability",
+            "skip",
+            "needs ddp at two or more world sizes",
+            "Give --world-sizes with at least two sizes (e.g. 1,2).",
+            {},
+            table,
+            "throughput.png",
+        )
+    peak = max(ddp, key=median_rate)
+    eff = {r["world_size"]: r["speedup_vs_single"] / r["world_size"] for r in ddp}
+    top = ddp[-1]
+    note = (
+        f"Each process had {top['threads_per_process']} of the {cores} CPU cores; the single "
+        f"process used {runs[0]['threads_per_process']}. On one CPU the processes share the same "
+        "cores, so the ideal speed-up is about 1×, not the world size."
+        if device_type == "cpu"
+        else "Each process drives one GPU."
+    )
+    return CheckResult(
+        "scalability",
+        "pass" if eff[top["world_size"]] >= 0.7 else "warn",
+        f"throughput peaks at world size {peak['world_size']}; efficiency at "
+        f"{top['world_size']}: {pct(eff[top['world_size']])}",
+        f"Scaling efficiency is the speed-up against single divided by the world size. {note}",
+        {"efficiency": eff, "stops_growing_at": peak["world_size"]},
+        table,
+        "throughput.png",
+    )

@@ -21,3 +21,15 @@ def rate(x: float | None) -> str:
 
 def sci(x: float | None) -> str:
     return "–" if x is None else ("0" if x == 0 else f"{x:.1e}")
+
+
+def size(n: float | None) -> str:
+    """Bytes in the largest binary unit that keeps the number at or above 1 (KiB = 1024 B)."""
+    if n is None:
+        return "–"
+    if n == 0:
+        return "0"
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f} B"

@@ -1,0 +1,118 @@
+"""Gather facts, estimate memory, apply the rules (or the measurements): the data behind advise."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpwise.advise import decide, from_results, situation
+from dpwise.errors import DpwiseError
+from dpwise.estimate import Settings, estimate_all, facts_dict, facts_from_count, model_facts
+from dpwise.facts import as_dict, gather
+from dpwise.workload import resolve_workload
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdviseRequest:
+    gpus: int | None = None
+    nodes: int | None = None
+    model: str | None = None
+    model_args: dict[str, Any] | None = None
+    data: str | None = None
+    data_args: dict[str, Any] | None = None
+    params: int | None = None
+    batch_size: int | None = None
+    precision: str | None = None
+    optimizer: str | None = None
+    momentum: float = 0.0
+    goal: str | None = None
+    device_memory: float | None = None
+    from_results: Path | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("gpus",):
+            if getattr(self, name) is not None and getattr(self, name) < 0:
+                raise DpwiseError(f"--{name} must be 0 or more, got {getattr(self, name)}")
+        for name in ("nodes", "params", "batch_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise DpwiseError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+        if self.device_memory is not None and not self.device_memory > 0:
+            raise DpwiseError(f"--device-memory must be positive (GiB), got {self.device_memory}")
+        if self.model is not None and self.params is not None:
+            raise DpwiseError("give --model or --params, not both")
+
+
+def load_results(path: Path) -> dict[str, Any]:
+    try:
+        results = json.loads(path.read_text())
+    except OSError as exc:
+        raise DpwiseError(f"--from {path}: cannot read it ({exc.strerror})") from None
+    except ValueError:
+        raise DpwiseError(
+            f"--from {path}: not JSON; give the results.json of dpwise compare"
+        ) from None
+    keys = ("recommendation", "runs", "workload")
+    if (
+        not isinstance(results, dict)
+        or results.get("schema") != 1
+        or not all(k in results for k in keys)
+    ):
+        raise DpwiseError(
+            f"--from {path}: not a dpwise compare results.json (schema 1 with recommendation, "
+            "runs, workload)"
+        )
+    return results
+
+
+def _model_facts(req: AdviseRequest, facts: dict, results: dict | None):
+    if req.params is not None:
+        return facts_from_count(req.params)
+    model, args, data = req.model, req.model_args or {}, req.data
+    data_args = req.data_args or {}
+    if model is None and results is not None:
+        w = results["workload"]
+        model, args, data, data_args = w["model"], w["model_args"], w.get("data"), w["data_args"]
+    if model is None:
+        return None
+    workload = resolve_workload(model, args, data, data_args)
+    cfg = {
+        "precision": facts["precision"].value,
+        "optimizer": facts["optimizer"].value,
+        "momentum": req.momentum,
+        "seed": req.seed,
+    }
+    return model_facts(workload, cfg)
+
+
+def advise(req: AdviseRequest) -> dict[str, Any]:
+    results = None if req.from_results is None else load_results(req.from_results)
+    facts = gather(
+        req.gpus,
+        req.nodes,
+        req.device_memory,
+        req.goal,
+        req.batch_size,
+        req.precision,
+        req.optimizer,
+    )
+    mf = _model_facts(req, facts, results)
+    gpus, nodes = int(facts["gpus"].value), int(facts["nodes"].value)
+    world = gpus * nodes if gpus else 2
+    settings = Settings(
+        facts["batch_size"].value, facts["precision"].value, facts["optimizer"].value, req.momentum
+    )
+    memory = None if mf is None else estimate_all(mf, world, settings, dp_world=max(gpus, 1))
+    peaks = None if memory is None else {k: v["peak_bytes"] for k, v in memory.items()}
+    s = situation(facts, peaks)
+    rec = from_results(results, s) if results is not None else decide(s)
+    return {
+        **rec.to_dict(),
+        "measured": results is not None,
+        "memory": memory,
+        "model": None if mf is None else facts_dict(mf),
+        "facts": as_dict(facts),
+    }

@@ -1,0 +1,267 @@
+"""`dpwise advise`: facts + memory estimates (+ measurements) in, a Recommendation out.
+
+The rules reproduce the guide's decision matrix where it holds and correct it where it does not
+(see the guide's fact-check): DataParallel is not deprecated, but PyTorch recommends DDP; "only DDP
+is multi-node" ignores FSDP; the matrix has no answer for a model that does not fit one device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dpwise.facts import Fact
+from dpwise.units import size as gib
+
+HEADROOM = 0.9  # a device is "full" at 90 % of its memory: allocator fragmentation, CUDA context
+LARGE_SHARE = 0.5  # a model whose single-device peak exceeds half the device is "large"
+
+
+@dataclass
+class Recommendation:
+    strategy: str
+    rule: str
+    reasons: list[str]
+    runner_up: str | None
+    changes: list[str]  # what would change the answer
+    launch: list[str] = field(default_factory=list)
+    world_size: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Situation:
+    gpus: int
+    nodes: int
+    device_bytes: float
+    goal: str
+    peaks: dict[str, int] | None  # strategy → estimated peak bytes per device (None: unknown)
+
+
+def situation(facts: dict[str, Fact], peaks: dict[str, int] | None) -> Situation:
+    return Situation(
+        gpus=int(facts["gpus"].value),
+        nodes=int(facts["nodes"].value),
+        device_bytes=float(facts["device_memory_gib"].value) * 1024**3,
+        goal=str(facts["goal"].value),
+        peaks=peaks,
+    )
+
+
+def launch_commands(strategy: str, gpus: int, nodes: int) -> list[str]:
+    if strategy in ("single", "dp"):
+        wrap = "" if strategy == "single" else "  # model = torch.nn.DataParallel(model)"
+        return [f"python train.py{wrap}"]
+    multi = f" --nnodes {nodes} --rdzv-backend c10d --rdzv-endpoint HOST:29400" if nodes > 1 else ""
+    dpwise = f" --nnodes {nodes} --rdzv-endpoint HOST:29400" if nodes > 1 else ""
+    per_node = max(gpus, 1)
+    torchrun = f"torchrun --nproc_per_node {per_node}{multi} train.py"
+    if strategy == "fsdp":
+        return [f"{torchrun}  # model = torch.distributed.fsdp.fully_shard(...) per block"]
+    return [torchrun, f"dpwise train --strategy ddp --nproc {per_node}{dpwise}"]
+
+
+def _fits(s: Situation, strategy: str) -> bool:
+    return s.peaks is None or s.peaks[strategy] <= HEADROOM * s.device_bytes
+
+
+def _rec(strategy: str, rule: str, s: Situation, reasons, runner_up, changes) -> Recommendation:
+    world = 1 if strategy == "single" else max(1, s.gpus) * (s.nodes if strategy != "dp" else 1)
+    return Recommendation(
+        strategy,
+        rule,
+        reasons,
+        runner_up,
+        changes,
+        launch_commands(strategy, s.gpus, s.nodes),
+        world,
+    )
+
+
+def _peak_text(s: Situation, strategy: str) -> str:
+    if s.peaks is None:
+        return "unknown (give --model to estimate it)"
+    return f"{gib(s.peaks[strategy])} of {gib(s.device_bytes)}"
+
+
+def decide(s: Situation) -> Recommendation:
+    """The rules, in order; the first that applies answers."""
+    for rule in (_cpu_only, _too_big, _multi_node, _one_gpu, _many_gpus, _large, _prototype):
+        answer = rule(s)
+        if answer is not None:
+            return answer
+    return _production(s)
+
+
+def _cpu_only(s: Situation) -> Recommendation | None:
+    if s.gpus > 0:
+        return None
+    return _rec(
+        "single",
+        "cpu-only",
+        s,
+        [
+            "no GPU: DataParallel falls back to calling the model directly (a pass-through)",
+            "one process uses every CPU core; DDP processes on one CPU split the same cores and "
+            "add gloo communication (measure it with dpwise compare)",
+        ],
+        "ddp",
+        [
+            "a GPU: with two or more dpwise recommends ddp (nccl)",
+            "ddp with gloo on the CPU is right to test multi-process code before a GPU job",
+        ],
+    )
+
+
+def _too_big(s: Situation) -> Recommendation | None:
+    if s.peaks is None or _fits(s, "single"):
+        return None
+    fits = _fits(s, "fsdp")
+    reasons = [
+        f"one device needs {_peak_text(s, 'single')} (limit {int(HEADROOM * 100)} %): the model "
+        "does not fit, and dp / ddp keep a full copy on every device",
+        f"fsdp shards parameters, gradients and optimizer state over {s.gpus * s.nodes} "
+        f"device(s): {_peak_text(s, 'fsdp')} each",
+    ]
+    if not fits:
+        reasons.append(
+            "even sharded it does not fit: add GPUs, use activation checkpointing, a smaller "
+            "batch, bf16, or CPU offload"
+        )
+    return _rec(
+        "fsdp",
+        "model-does-not-fit",
+        s,
+        reasons,
+        "ddp",
+        [f"devices with at least {gib(s.peaks['single'] / HEADROOM)} each would allow ddp"],
+    )
+
+
+def _multi_node(s: Situation) -> Recommendation | None:
+    if s.nodes <= 1:
+        return None
+    return _rec(
+        "ddp",
+        "multi-node",
+        s,
+        [
+            f"{s.nodes} nodes: DataParallel is one process on one machine; DDP (or FSDP) spans "
+            "nodes through torchrun's c10d rendezvous",
+            f"per device: {_peak_text(s, 'ddp')}",
+        ],
+        "fsdp",
+        ["a model that does not fit one device → fsdp", "one node → the single-node rules"],
+    )
+
+
+def _one_gpu(s: Situation) -> Recommendation | None:
+    if s.gpus != 1 or s.nodes > 1:
+        return None
+    return _rec(
+        "single",
+        "single-gpu",
+        s,
+        ["one GPU: there is nothing to parallelise over", f"per device: {_peak_text(s, 'single')}"],
+        None,
+        ["a second GPU → ddp"],
+    )
+
+
+def _many_gpus(s: Situation) -> Recommendation | None:
+    if s.gpus < 4:
+        return None
+    return _rec(
+        "ddp",
+        "single-node-4-plus-gpus",
+        s,
+        [
+            f"{s.gpus} GPUs: the guide's matrix says DDP above 4 GPUs and is silent at exactly 4; "
+            "dpwise uses DDP from 4 on",
+            "DataParallel runs one Python process whose threads drive every GPU and reduces "
+            "gradients onto device 0, which carries the optimizer and gathered outputs",
+            f"per device: ddp {_peak_text(s, 'ddp')}; dp device 0 {_peak_text(s, 'dp')}",
+        ],
+        "fsdp",
+        ["a model that does not fit one device → fsdp"],
+    )
+
+
+def _large(s: Situation) -> Recommendation | None:
+    if s.peaks is None or s.peaks["single"] <= LARGE_SHARE * s.device_bytes:
+        return None
+    return _rec(
+        "ddp",
+        "large-model",
+        s,
+        [
+            f"the model takes {_peak_text(s, 'single')} of one device (over half): DataParallel's "
+            f"device 0 would need {_peak_text(s, 'dp')}",
+            f"ddp needs {_peak_text(s, 'ddp')} on every device, evenly",
+        ],
+        "fsdp",
+        ["a smaller model (under half a device) and --goal prototype → dp is acceptable"],
+    )
+
+
+def _prototype(s: Situation) -> Recommendation | None:
+    if s.goal != "prototype":
+        return None
+    return _rec(
+        "dp",
+        "prototype-few-gpus",
+        s,
+        [
+            f"{s.gpus} GPUs, a small model and a quick experiment: nn.DataParallel is one line "
+            "and needs no launcher (the guide's matrix holds here)",
+            "DataParallel is not deprecated, but PyTorch recommends DDP; move to ddp for "
+            "production runs",
+        ],
+        "ddp",
+        ["--goal production, 4 or more GPUs, or a model over half a device → ddp"],
+    )
+
+
+def _production(s: Situation) -> Recommendation:
+    return _rec(
+        "ddp",
+        "production-few-gpus",
+        s,
+        [
+            f"{s.gpus} GPUs for production: the guide's matrix says DataParallel below 4 GPUs; "
+            "dpwise corrects it to DDP, which PyTorch recommends even on one node",
+            "DDP runs a process per GPU (no GIL contention) and overlaps the gradient all-reduce "
+            "with backward; DataParallel loads device 0 with the optimizer and outputs",
+            f"per device: ddp {_peak_text(s, 'ddp')}; dp device 0 {_peak_text(s, 'dp')}",
+        ],
+        "dp",
+        [
+            "--goal prototype → dp is acceptable for quick experiments",
+            "measure both on your machine: dpwise compare, then dpwise advise --from results.json",
+        ],
+    )
+
+
+def from_results(results: dict[str, Any], s: Situation) -> Recommendation:
+    """Measurements from `dpwise compare` take precedence over every rule."""
+    rec = results["recommendation"]
+    runs = {r["id"]: r for r in results["runs"]}
+    best = runs.get(rec.get("run", ""), results["runs"][0])
+    reasons = [
+        "measured by dpwise compare: measurements take precedence over the rules",
+        *rec["reasons"],
+        f"measured peak per device of {best['label']}: "
+        f"{gib(max(d['peak_bytes'] or 0 for d in best['memory']['per_device']))}",
+    ]
+    answer = _rec(
+        rec["strategy"],
+        "measured-results",
+        s,
+        reasons,
+        rec.get("runner_up"),
+        ["other hardware or another workload: run dpwise compare there"],
+    )
+    answer.world_size = int(rec.get("world_size", answer.world_size))
+    return answer

@@ -1,0 +1,1 @@
+"""One module per `dpwise` subcommand: HELP, DESCRIPTION, EPILOG, add_arguments(p), run(args)."""

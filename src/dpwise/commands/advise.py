@@ -1,0 +1,81 @@
+"""`dpwise advise`: the guide's decision matrix, made exact, with a per-device memory estimate."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from dpwise.commands.common import add_workload_args
+from dpwise.config import OPTIMIZERS, PRECISIONS
+
+HELP = "recommend a strategy for a scenario, with reasons and a memory estimate"
+DESCRIPTION = (
+    "Recommend single, dp, ddp or fsdp for your GPUs, nodes and model, with the rule that "
+    "fired, the numbers it used, the runner-up, a per-device memory estimate and the launch "
+    "command. What you do not give is detected (GPUs, memory, peer access, NCCL) or assumed, "
+    "and the answer says which."
+)
+EPILOG = """\
+examples:
+  dpwise advise                                           # this machine, the guide's model
+  dpwise advise --gpus 8 --model transformer --model-arg layers=32 --model-arg dim=4096 \\
+                --model-arg heads=32 --model-arg vocab=32000 --precision bf16
+  dpwise advise --gpus 16 --nodes 2 --params 7000000000 --device-memory 80
+  dpwise advise --from runs/compare/results.json          # measurements take precedence
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    s = p.add_argument_group("scenario (detected or assumed when not given)")
+    s.add_argument("--gpus", type=int, help="GPUs per node (default: detected)")
+    s.add_argument("--nodes", type=int, help="nodes (default: 1)")
+    s.add_argument("--device-memory", type=float, metavar="GiB", help="memory of one GPU")
+    s.add_argument("--goal", choices=("prototype", "production"), help="default: production")
+    add_workload_args(p)
+    p.set_defaults(model=None)
+    w = p.add_argument_group("model size and training")
+    w.add_argument("--params", type=int, help="parameter count instead of --model")
+    w.add_argument("--batch-size", type=int, help="GLOBAL batch (default: 256)")
+    w.add_argument("--precision", choices=PRECISIONS, help="default: fp32")
+    w.add_argument("--optimizer", choices=OPTIMIZERS, help="default: adamw")
+    w.add_argument("--momentum", type=float, default=0.0, help="SGD momentum")
+    o = p.add_argument_group("measurements and output")
+    o.add_argument(
+        "--from",
+        dest="from_results",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="results.json of dpwise compare: measured numbers take precedence",
+    )
+    o.add_argument("--json", action="store_true", help="machine-readable answer")
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpwise.advice import AdviseRequest, advise
+    from dpwise.config import parse_kv
+    from dpwise.report.advise_text import render
+
+    model = args.model
+    if model is None and args.params is None and args.from_results is None:
+        model = "simple"  # the guide's model
+    answer = advise(
+        AdviseRequest(
+            gpus=args.gpus,
+            nodes=args.nodes,
+            model=model,
+            model_args=parse_kv(args.model_arg, "--model-arg"),
+            data=args.data,
+            data_args=parse_kv(args.data_arg, "--data-arg"),
+            params=args.params,
+            batch_size=args.batch_size,
+            precision=args.precision,
+            optimizer=args.optimizer,
+            momentum=args.momentum,
+            goal=args.goal,
+            device_memory=args.device_memory,
+            from_results=args.from_results,
+        )
+    )
+    print(json.dumps(answer, indent=2) if args.json else render(answer))
+    return 0

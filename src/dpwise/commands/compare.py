@@ -1,0 +1,81 @@
+"""`dpwise compare`: the guide's validation checklist, run for real."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dpwise.commands.common import add_workload_args
+from dpwise.config import DEVICES, OPTIMIZERS, PRECISIONS
+
+HELP = "run single, dp and ddp side by side and check the guide's claims"
+DESCRIPTION = (
+    "Train the same workload under single, dp and ddp at several world sizes, run the five "
+    "validation checks (convergence, memory, speed, communication, scalability) and write a "
+    "report with a recommendation."
+)
+EPILOG = """\
+examples:
+  dpwise compare                                  # the guide's SimpleModel, world sizes 1 and 2
+  dpwise compare --model cnn --out runs/cnn       # BatchNorm: convergence fails and says why
+  dpwise compare --model mypkg.models:build --data mypkg.data:load --world-sizes 1,2,4
+
+Each run trains --epochs epochs --repeats times from the same initial state; the first epoch of
+each repeat is an untimed warm-up. Exit code: 0 when no check fails, 1 when one fails, 2 on bad
+input. The report (report.html, report.md, results.json, plots, traces) goes to --out.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_workload_args(p)
+    r = p.add_argument_group("runs")
+    r.add_argument("--strategies", default="single,dp,ddp", help="comma-separated (default: all)")
+    r.add_argument("--world-sizes", help="e.g. 1,2,4 (default: 1,2 on CPU; 1,2,4… GPUs on GPU)")
+    r.add_argument("--device", default="auto", choices=DEVICES)
+    r.add_argument("--epochs", type=int, default=5, help="epochs per repeat (first is warm-up)")
+    r.add_argument("--repeats", type=int, default=12, help="timed repeats per run")
+    r.add_argument("--batch-size", type=int, default=256, help="GLOBAL batch")
+    r.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    r.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
+    r.add_argument("--lr", type=float, default=0.01)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--tolerance", type=float, default=1e-4, help="convergence threshold")
+    r.add_argument("--profile-steps", type=int, default=4, help="steps under torch.profiler")
+    o = p.add_argument_group("outputs")
+    o.add_argument("--out", type=Path, default=Path("runs/compare"), help="report folder")
+    o.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def compare_config(args: argparse.Namespace):
+    from dpwise.compare.settings import CompareConfig, parse_list
+    from dpwise.config import parse_kv
+
+    return CompareConfig(
+        model=args.model,
+        model_args=parse_kv(args.model_arg, "--model-arg"),
+        data=args.data,
+        data_args=parse_kv(args.data_arg, "--data-arg"),
+        strategies=parse_list(args.strategies, "--strategies"),
+        world_sizes=None
+        if args.world_sizes is None
+        else parse_list(args.world_sizes, "--world-sizes", int),
+        device=args.device,
+        epochs=args.epochs,
+        repeats=args.repeats,
+        batch_size=args.batch_size,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        lr=args.lr,
+        seed=args.seed,
+        tolerance=args.tolerance,
+        profile_steps=args.profile_steps,
+        out=args.out,
+        quiet=args.quiet,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpwise.compare.session import run_compare
+
+    return run_compare(compare_config(args), " ".join(["dpwise", *sys.argv[1:]]))

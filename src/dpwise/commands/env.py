@@ -1,0 +1,24 @@
+"""`dpwise env`: the environment report to paste into a bug report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+HELP = "print versions, GPUs, backends and launcher variables (for bug reports)"
+DESCRIPTION = (
+    "Python, PyTorch, CUDA and NCCL versions, NCCL and gloo availability, GPUs with memory and "
+    "peer access, CPU cores and PyTorch threads, torchrun-related variables, dpwise's version."
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpwise import sysinfo
+
+    info = sysinfo.gather()
+    print(json.dumps(info, indent=2) if args.json else sysinfo.render(info))
+    return 0

@@ -1,0 +1,127 @@
+"""`dpwise train`: train one workload with one strategy, launched correctly."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dpwise.commands.common import add_workload_args
+from dpwise.config import BACKENDS, DEVICES, OPTIMIZERS, PRECISIONS, RDZV_BACKENDS, STRATEGIES
+from dpwise.errors import DpwiseError
+
+HELP = "train one workload with one strategy (single, dp, ddp)"
+DESCRIPTION = "Train one workload with one data-parallel strategy, launched correctly."
+EPILOG = """\
+examples:
+  dpwise train                                    # the guide's SimpleModel, one process
+  dpwise train --strategy ddp --nproc 2 --out runs/ddp
+  dpwise train --model transformer --model-arg layers=4 --model-arg dim=256
+  dpwise train --model mypkg.models:build --data mypkg.data:load --strategy ddp
+  torchrun --standalone --nproc_per_node=2 -m dpwise train --strategy ddp --out runs/ddp
+
+--batch-size is the GLOBAL batch: ddp with W workers gives each worker batch/W rows, so
+single, dp and ddp train on the same rows in the same order and end with the same parameters.
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_workload_args(p)
+    s = p.add_argument_group("strategy and launch")
+    s.add_argument("--strategy", default="single", choices=STRATEGIES)
+    s.add_argument("--nproc", type=int, help="ddp workers per node (default: GPUs, else 2)")
+    s.add_argument("--device", default="auto", choices=DEVICES, help="auto: CUDA when present")
+    s.add_argument("--backend", default="auto", choices=BACKENDS, help="auto: nccl on CUDA")
+    s.add_argument("--nnodes", type=int, default=1, help="nodes (multi-node needs rendezvous)")
+    s.add_argument("--node-rank", type=int, default=0, help="this node's rank (static rdzv)")
+    s.add_argument("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous (multi-node)")
+    s.add_argument("--rdzv-backend", default="c10d", choices=RDZV_BACKENDS)
+    s.add_argument("--rdzv-id", default="dpwise", help="job id shared by every node of one job")
+    s.add_argument("--max-restarts", type=int, default=0, help="restarts of failed workers")
+    s.add_argument("--threads", type=int, help="CPU threads per process (default: cores/nproc)")
+    h = p.add_argument_group("training")
+    h.add_argument("--epochs", type=int, default=2)
+    h.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
+    h.add_argument("--batch-size", type=int, default=256, help="GLOBAL batch per micro-step")
+    h.add_argument("--accum-steps", type=int, default=1, help="micro-steps per optimizer step")
+    h.add_argument("--lr", type=float, default=0.01)
+    h.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
+    h.add_argument("--momentum", type=float, default=0.0, help="SGD momentum")
+    h.add_argument("--weight-decay", type=float, default=0.0)
+    h.add_argument("--precision", default="fp32", choices=PRECISIONS, help="autocast dtype")
+    h.add_argument("--seed", type=int, default=0, help="data, initial weights and order")
+    o = p.add_argument_group("outputs")
+    o.add_argument("--out", type=Path, help="folder for final.pt and metrics.json")
+    o.add_argument("--checkpoint-every", type=int, metavar="N", help="checkpoint every N steps")
+    o.add_argument(
+        "--resume",
+        nargs="?",
+        const="auto",
+        metavar="PATH",
+        help="continue from a checkpoint (default: OUT/checkpoint.pt)",
+    )
+    o.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+def train_config(args: argparse.Namespace):
+    from dpwise.config import TrainConfig, parse_kv
+
+    resume = args.resume
+    if resume == "auto":
+        resume = None if args.out is None else args.out / "checkpoint.pt"
+        if args.out is None:
+            raise DpwiseError(
+                "--resume without a PATH needs --out DIR (it reads DIR/checkpoint.pt)"
+            )
+    return TrainConfig(
+        model=args.model,
+        model_args=parse_kv(args.model_arg, "--model-arg"),
+        data=args.data,
+        data_args=parse_kv(args.data_arg, "--data-arg"),
+        strategy=args.strategy,
+        nproc=args.nproc,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
+        rdzv_backend=args.rdzv_backend,
+        rdzv_id=args.rdzv_id,
+        max_restarts=args.max_restarts,
+        device=args.device,
+        backend=args.backend,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        accum_steps=args.accum_steps,
+        lr=args.lr,
+        optimizer=args.optimizer,
+        momentum=args.momentum,
+        weight_decay=args.weight_decay,
+        precision=args.precision,
+        seed=args.seed,
+        threads=args.threads,
+        out=args.out,
+        checkpoint_every=args.checkpoint_every,
+        resume=None if resume is None else Path(resume),
+        quiet=args.quiet,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpwise import checkpoint, outputs
+    from dpwise.env import DistEnv
+    from dpwise.launch import launch
+    from dpwise.plan import Hardware, resolve
+    from dpwise.runner import run_worker, worker_entry
+    from dpwise.workload import resolve_workload
+
+    cfg = train_config(args)
+    plan = resolve(cfg, Hardware.detect(), DistEnv.from_environ())
+    resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)  # imports fail here
+    if cfg.out is not None:
+        outputs.check_writable(cfg.out)
+    if cfg.resume is not None:
+        checkpoint.load(cfg.resume, checkpoint.fingerprint(cfg.to_dict()))
+    if plan.launch:
+        launch(plan, worker_entry, cfg)
+    else:
+        run_worker(cfg)
+    return 0

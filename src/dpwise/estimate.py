@@ -1,0 +1,241 @@
+"""Per-device memory estimate for single, dp, ddp and fsdp, with its breakdown.
+
+Model states (parameters, gradients, optimizer state, AMP weight casts, DDP buckets, FSDP shards)
+follow from the parameters, counted on the meta device. What depends on the batch (activations,
+inputs, temporaries) is measured, not guessed: small models run a real training step on the CPU at
+two small batches under torch.profiler's memory tracking (the same measurement `dpwise compare`
+makes) and the result is scaled linearly in the batch; models too large for that are traced on the
+meta device, where the tensors autograd saves for backward are summed per sample.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from dpwise.workload import Workload
+
+REAL_RUN_LIMIT = (
+    1 << 30
+)  # parameter bytes up to which the batch-dependent part is measured for real
+PROBE_BATCHES = (4, 8)
+STRATEGIES = ("single", "dp", "ddp", "fsdp")
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    parameters: int
+    param_bytes: int
+    trainable_bytes: int
+    largest_block_bytes: int  # the largest direct child: FSDP gathers one such unit at a time
+    per_sample_bytes: float  # batch-dependent memory per sample
+    fixed_bytes: float  # what the measured step adds beyond model states at batch 0
+    input_bytes_per_sample: int
+    output_bytes_per_sample: int
+    method: str  # "measured-cpu" or "meta-trace"
+
+
+def _bytes(module: nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in module.parameters())
+
+
+def largest_unit(model: nn.Module) -> int:
+    """Bytes of the largest unit FSDP would gather at once, wrapping each repeated block.
+
+    Repeated blocks are the elements of a ModuleList / Sequential with two or more children that
+    hold parameters (transformer layers); what is outside them forms the root unit.
+    """
+    blocks: list[nn.Module] = []
+    for module in model.modules():
+        if isinstance(module, (nn.ModuleList, nn.Sequential)):
+            children = [c for c in module.children() if _bytes(c) > 0]
+            if len(children) >= 2 and not any(c in blocks for c in children):
+                blocks += [c for c in children if not any(c is b for b in blocks)]
+    inner = {id(p) for b in blocks for p in b.parameters()}
+    root = sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in inner)
+    return max([root, *(_bytes(b) for b in blocks)])
+
+
+def _states(model: nn.Module) -> tuple[int, int, int, int]:
+    params = list(model.parameters())
+    count = sum(p.numel() for p in params)
+    total = sum(p.numel() * p.element_size() for p in params)
+    trainable = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
+    return count, total, trainable, largest_unit(model)
+
+
+def _sample(workload: Workload, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    data = workload.load_data(seed)
+    rows = torch.arange(min(batch, len(data)))
+    return data.get(rows)
+
+
+def optimizer_bytes(trainable: int, optimizer: str, momentum: float) -> int:
+    """AdamW keeps two moments per parameter; SGD one momentum buffer, or none."""
+    if optimizer == "adamw":
+        return 2 * trainable
+    return trainable if momentum > 0 else 0
+
+
+def amp_cast_bytes(param_count: int, precision: str) -> int:
+    """Autocast keeps a half-precision copy of each weight it casts during the forward."""
+    return 2 * param_count if precision in ("bf16", "fp16") else 0
+
+
+def _measured_peak(workload: Workload, batch: int, cfg: dict[str, Any]) -> int:
+    """Peak live CPU tensor bytes of two training steps, measured as `dpwise compare` does."""
+    import tempfile
+    from pathlib import Path
+
+    from dpwise.engine import make_optimizer
+    from dpwise.measure import profile
+    from dpwise.precision import Precision
+
+    data = workload.load_data(cfg["seed"])
+    rows = torch.arange(min(batch, len(data)))
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace.json"
+        with profile.session("cpu", with_memory=True) as prof:
+            torch.manual_seed(cfg["seed"])
+            model = workload.build_model()
+            opt = make_optimizer(cfg["optimizer"], model.parameters(), 1e-3, cfg["momentum"], 0.0)
+            amp = Precision(cfg["precision"], "cpu")
+            for _ in range(2):  # the second step already holds the optimizer state
+                x, y = data.get(rows)
+                with amp.autocast():
+                    loss = nn.functional.cross_entropy(model(x), y)
+                amp.backward(loss)
+                amp.step(opt)
+                opt.zero_grad(set_to_none=True)
+        profile.export(prof, trace)
+        return profile.peak_live_cpu_bytes(trace) or 0
+
+
+def _saved_bytes(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> int:
+    """Bytes autograd keeps for backward in one forward (parameters excluded), on any device."""
+    params = {id(p) for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        base = t._base if t._base is not None else t
+        if id(base) not in params:
+            seen[id(base)] = base.numel() * base.element_size()
+        return t
+
+    # On the meta device autocast does not apply: activations count at full precision there,
+    # an upper bound for bf16/fp16 runs.
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        nn.functional.cross_entropy(model(x), y)
+    return sum(seen.values())
+
+
+def _io_bytes(model: nn.Module, x: torch.Tensor) -> tuple[int, int]:
+    with torch.no_grad():
+        out = model(x[:1])
+    return x[0].numel() * x.element_size(), out[0].numel() * out.element_size()
+
+
+def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
+    """cfg: precision, optimizer, momentum, seed. Never allocates a large model's memory."""
+    with torch.device("meta"):
+        meta_model = workload.build_model()
+    count, total, trainable, block = _states(meta_model)
+    states = total + trainable + optimizer_bytes(trainable, cfg["optimizer"], cfg["momentum"])
+    states += amp_cast_bytes(count, cfg["precision"])
+    if total <= REAL_RUN_LIMIT:
+        b1, b2 = PROBE_BATCHES
+        p1, p2 = (_measured_peak(workload, b, cfg) for b in (b1, b2))
+        per_sample = max(0.0, (p2 - p1) / (b2 - b1))
+        fixed = max(0.0, p1 - states - per_sample * b1)
+        x, _ = _sample(workload, 1, cfg["seed"])
+        torch.manual_seed(cfg["seed"])
+        inp, out = _io_bytes(workload.build_model(), x)
+        return ModelFacts(
+            count, total, trainable, block, per_sample, fixed, inp, out, "measured-cpu"
+        )
+    x, y = _sample(workload, 2, cfg["seed"])
+    x, y = x.to("meta"), y.to("meta")
+    s1 = _saved_bytes(meta_model, x[:1], y[:1])
+    s2 = _saved_bytes(meta_model, x, y)
+    inp, out = _io_bytes(meta_model, x)
+    return ModelFacts(count, total, trainable, block, float(s2 - s1), 0.0, inp, out, "meta-trace")
+
+
+@dataclass(frozen=True)
+class Settings:
+    batch_size: int
+    precision: str
+    optimizer: str
+    momentum: float
+
+
+def _activations(facts: ModelFacts, rows: float) -> int:
+    return int(facts.fixed_bytes + facts.per_sample_bytes * rows)
+
+
+def _base(facts: ModelFacts, s: Settings, shard: int = 1) -> dict[str, int]:
+    opt = optimizer_bytes(facts.trainable_bytes, s.optimizer, s.momentum)
+    return {
+        "parameters": facts.param_bytes // shard,
+        "gradients": facts.trainable_bytes // shard,
+        "optimizer_state": opt // shard,
+        "amp_weight_casts": amp_cast_bytes(facts.parameters, s.precision) // shard,
+    }
+
+
+def per_device(facts: ModelFacts, strategy: str, world: int, s: Settings) -> list[dict[str, int]]:
+    """Breakdown of each device's peak, in bytes (GiB = 1024³ when shown)."""
+    local = s.batch_size / world
+    if strategy == "single":
+        return [{**_base(facts, s), "activations": _activations(facts, s.batch_size)}]
+    if strategy == "ddp":
+        one = {**_base(facts, s), "ddp_buckets": facts.trainable_bytes}
+        return [{**one, "activations": _activations(facts, local)} for _ in range(world)]
+    if strategy == "fsdp":
+        one = {**_base(facts, s, shard=world), "fsdp_gathered_units": 2 * facts.largest_block_bytes}
+        return [{**one, "activations": _activations(facts, local)} for _ in range(world)]
+    replica = {
+        "parameters": facts.param_bytes,
+        "gradients": facts.trainable_bytes,
+        "amp_weight_casts": amp_cast_bytes(facts.parameters, s.precision),
+        "activations": _activations(facts, local),
+    }
+    device0 = {
+        **_base(facts, s),
+        "activations": _activations(facts, local),
+        "dp_full_batch_inputs": facts.input_bytes_per_sample * s.batch_size,
+        "dp_gathered_outputs": facts.output_bytes_per_sample * s.batch_size,
+    }
+    return [device0] + [dict(replica) for _ in range(world - 1)]
+
+
+def estimate_all(
+    facts: ModelFacts, world: int, s: Settings, dp_world: int | None = None
+) -> dict[str, dict[str, Any]]:
+    """Every strategy's per-device estimate; dp spans ``dp_world`` GPUs of one node."""
+    out = {}
+    for strategy in STRATEGIES:
+        size = {"single": 1, "dp": dp_world or world}.get(strategy, world)
+        devices = per_device(facts, strategy, size, s)
+        out[strategy] = {
+            "world_size": size,
+            "per_device": [
+                {"device": i, "bytes": sum(d.values()), "breakdown": d}
+                for i, d in enumerate(devices)
+            ],
+            "peak_bytes": max(sum(d.values()) for d in devices),
+        }
+    return out
+
+
+def facts_dict(facts: ModelFacts) -> dict[str, Any]:
+    return asdict(facts)
+
+
+def facts_from_count(parameters: int) -> ModelFacts:
+    """--params N without a model: fp32 weights; activations unknown (not included)."""
+    size = 4 * parameters
+    return ModelFacts(parameters, size, size, size // 32, 0.0, 0.0, 0, 0, "parameter-count")

@@ -1,0 +1,119 @@
+"""`dpwise advise` and `dpwise env` through the command line."""
+
+import json
+import resource
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+from dpwise.cli import main
+
+SEVEN_B = [
+    "--model",
+    "transformer",
+    "--model-arg",
+    "layers=32",
+    "--model-arg",
+    "dim=4096",
+    "--model-arg",
+    "heads=32",
+    "--model-arg",
+    "vocab=32000",
+]
+
+
+def _json(capsys, *args):
+    assert main(["advise", "--json", *args]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_answer_has_the_contract_keys(capsys):
+    answer = _json(capsys, "--gpus", "2", "--device-memory", "24")
+    for key in ("strategy", "rule", "reasons", "runner_up", "memory", "facts"):
+        assert key in answer
+    assert (answer["strategy"], answer["rule"]) == ("ddp", "production-few-gpus")
+    ddp = answer["memory"]["ddp"]
+    assert ddp["world_size"] == 2 and len(ddp["per_device"]) == 2
+    assert ddp["per_device"][0]["bytes"] == sum(ddp["per_device"][0]["breakdown"].values())
+    facts = answer["facts"]
+    assert facts["gpus"] == {"value": 2, "source": "given", "note": ""}
+    assert facts["gloo_available"]["source"] == "detected"
+    assert facts["goal"]["source"] == "assumed"
+
+
+def test_cpu_machine_is_detected(capsys):
+    answer = _json(capsys)
+    assert (answer["strategy"], answer["rule"]) == ("single", "cpu-only")
+    assert answer["facts"]["gpus"] == {"value": 0, "source": "detected", "note": ""}
+
+
+def test_seven_billion_parameters_without_allocating_them():
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    proc = run_cli("advise", "--json", "--gpus", "8", "--precision", "bf16", *SEVEN_B)
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert answer["model"]["method"] == "meta-trace"
+    assert 6.0e9 < answer["model"]["parameters"] < 7.5e9
+    assert (answer["strategy"], answer["rule"]) == ("fsdp", "model-does-not-fit")
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    assert max(peak_kib, before) < 3 * 1024**2  # < 3 GiB: the 26 GB of weights never existed
+
+
+def test_from_results_takes_precedence(tmp_path, capsys):
+    results = json.loads(
+        (
+            __import__("pathlib").Path(__file__).parent / "fixtures" / "results_sample.json"
+        ).read_text()
+    )
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    answer = _json(capsys, "--from", str(path), "--gpus", "4")
+    assert (answer["strategy"], answer["rule"], answer["measured"]) == (
+        "single",
+        "measured-results",
+        True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gpus", "-1"], "--gpus must be 0 or more"),
+        (["--nodes", "0"], "--nodes must be at least 1"),
+        (["--params", "0"], "--params must be at least 1"),
+        (["--device-memory", "0"], "--device-memory must be positive"),
+        (["--precision", "fp8"], "invalid choice: 'fp8'"),
+        (["--model", "nosuch.mod:f", "--data", "x:y"], "cannot import nosuch.mod"),
+        (["--model", "simple", "--params", "10"], "give --model or --params, not both"),
+        (["--from", "/nonexistent/results.json"], "cannot read it"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args, message, capsys):
+    assert main(["advise", *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err
+
+
+def test_from_file_that_is_not_a_results_json(tmp_path, capsys):
+    bad = tmp_path / "r.json"
+    bad.write_text("{not json")
+    assert main(["advise", "--from", str(bad)]) == 2
+    assert "not JSON" in capsys.readouterr().err
+    bad.write_text(json.dumps({"schema": 2}))
+    assert main(["advise", "--from", str(bad)]) == 2
+    assert "not a dpwise compare results.json" in capsys.readouterr().err
+
+
+def test_env_json_reports_the_environment():
+    proc = run_cli("env", "--json", env={"LOCAL_RANK": "0", "NCCL_DEBUG": "INFO"})
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    import torch
+
+    assert info["torch"] == torch.__version__ and info["dpwise"]
+    assert info["gloo_available"] is True
+    assert info["cpu_cores"] >= 1 and info["torch_threads"] >= 1
+    assert len(info["gpus"]) == torch.cuda.device_count()
+    assert info["launcher_env"] == {"LOCAL_RANK": "0", "NCCL_DEBUG": "INFO"}
+    text = run_cli("env").stdout
+    assert "gloo_available" in text and torch.__version__ in text

@@ -1,0 +1,109 @@
+"""The decision matrix, row by row, and the cases the guide has no row for."""
+
+import pytest
+
+from dpwise.advise import Situation, decide, from_results
+
+GIB = 1024**3
+SMALL = {"single": 2 * GIB, "dp": 3 * GIB, "ddp": 3 * GIB, "fsdp": 1 * GIB}  # of 80 GiB
+LARGE = {"single": 50 * GIB, "dp": 60 * GIB, "ddp": 55 * GIB, "fsdp": 20 * GIB}
+TOO_BIG = {"single": 150 * GIB, "dp": 160 * GIB, "ddp": 155 * GIB, "fsdp": 40 * GIB}
+HOPELESS = {"single": 900 * GIB, "dp": 900 * GIB, "ddp": 900 * GIB, "fsdp": 300 * GIB}
+
+
+def situation(gpus=2, nodes=1, goal="production", peaks=SMALL, memory=80):
+    return Situation(gpus=gpus, nodes=nodes, device_bytes=memory * GIB, goal=goal, peaks=peaks)
+
+
+CASES = [
+    # guide row 1: single node, < 4 GPUs, small model → guide: DataParallel; corrected to DDP
+    ("row 1: 2 GPUs, small, production", situation(gpus=2), "ddp", "production-few-gpus", "dp"),
+    # guide row 2: single node, > 4 GPUs or large model → DDP (holds)
+    ("row 2: 8 GPUs", situation(gpus=8), "ddp", "single-node-4-plus-gpus", "fsdp"),
+    ("row 2: large model", situation(gpus=2, peaks=LARGE), "ddp", "large-model", "fsdp"),
+    ("gap: exactly 4 GPUs", situation(gpus=4), "ddp", "single-node-4-plus-gpus", "fsdp"),
+    # guide row 3: multi-node → DDP (holds; FSDP also spans nodes)
+    ("row 3: 2 nodes", situation(gpus=8, nodes=2), "ddp", "multi-node", "fsdp"),
+    # guide row 4: rapid prototyping → DataParallel (holds for a small model on < 4 GPUs)
+    ("row 4: prototype", situation(gpus=2, goal="prototype"), "dp", "prototype-few-gpus", "ddp"),
+    (
+        "row 4 but 4 GPUs",
+        situation(gpus=4, goal="prototype"),
+        "ddp",
+        "single-node-4-plus-gpus",
+        "fsdp",
+    ),
+    # guide row 5: production, high throughput → DDP (holds)
+    ("row 5: production, 3 GPUs", situation(gpus=3), "ddp", "production-few-gpus", "dp"),
+    # beyond the matrix
+    (
+        "too big for one device",
+        situation(gpus=8, peaks=TOO_BIG),
+        "fsdp",
+        "model-does-not-fit",
+        "ddp",
+    ),
+    (
+        "too big, multi-node",
+        situation(gpus=8, nodes=4, peaks=TOO_BIG),
+        "fsdp",
+        "model-does-not-fit",
+        "ddp",
+    ),
+    ("CPU only", situation(gpus=0), "single", "cpu-only", "ddp"),
+    ("one GPU", situation(gpus=1), "single", "single-gpu", None),
+    ("unknown model size", situation(gpus=2, peaks=None), "ddp", "production-few-gpus", "dp"),
+]
+
+
+@pytest.mark.parametrize(("name", "s", "strategy", "rule", "runner_up"), CASES)
+def test_rules(name, s, strategy, rule, runner_up):
+    answer = decide(s)
+    assert (answer.strategy, answer.rule, answer.runner_up) == (strategy, rule, runner_up), name
+    assert answer.reasons and answer.changes and answer.launch
+
+
+def test_answers_carry_the_numbers_they_used():
+    answer = decide(situation(gpus=8, peaks=TOO_BIG))
+    assert "150.00 GiB of 80.00 GiB" in answer.reasons[0]
+    assert "40.00 GiB of 80.00 GiB each" in answer.reasons[1]
+    assert "166.67 GiB" in answer.changes[0]
+    assert answer.world_size == 8 and "fully_shard" in answer.launch[0]
+
+
+def test_a_model_that_does_not_fit_even_sharded_says_what_to_do():
+    answer = decide(situation(gpus=8, peaks=HOPELESS))
+    assert answer.strategy == "fsdp" and "activation checkpointing" in answer.reasons[-1]
+
+
+def test_multi_node_launch_uses_a_rendezvous():
+    answer = decide(situation(gpus=8, nodes=2))
+    assert answer.launch[0].startswith("torchrun --nproc_per_node 8 --nnodes 2 --rdzv-backend c10d")
+    assert answer.world_size == 16
+
+
+def test_measurements_take_precedence_over_the_rules():
+    results = {
+        "recommendation": {
+            "strategy": "single",
+            "world_size": 1,
+            "run": "single",
+            "runner_up": "ddp-2",
+            "reasons": ["single trains at 70,000 samples/s"],
+        },
+        "runs": [
+            {
+                "id": "single",
+                "label": "single",
+                "memory": {"per_device": [{"peak_bytes": 5 * 2**20}]},
+            }
+        ],
+    }
+    answer = from_results(results, situation(gpus=8))  # the rules alone would say ddp
+    assert (answer.strategy, answer.rule, answer.runner_up) == (
+        "single",
+        "measured-results",
+        "ddp-2",
+    )
+    assert answer.reasons[0].startswith("measured by dpwise compare")
+    assert "5.00 MiB" in answer.reasons[-1]

@@ -1,0 +1,89 @@
+"""The memory estimate against what `dpwise compare` measures, and its model-state formulas."""
+
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from dpwise.compare.matrix import RunSpec
+from dpwise.compare.probe import profiled_probe
+from dpwise.compare.settings import CompareConfig
+from dpwise.compare.worker import _plan, _strategy
+from dpwise.env import DistEnv
+from dpwise.estimate import (
+    Settings,
+    estimate_all,
+    facts_from_count,
+    largest_unit,
+    model_facts,
+    optimizer_bytes,
+)
+from dpwise.models import TinyTransformer
+from dpwise.workload import resolve_workload
+
+WORKLOADS = [("simple", {}), ("cnn", {"samples": 1024}), ("transformer", {"samples": 1024})]
+SGD = {"precision": "fp32", "optimizer": "sgd", "momentum": 0.0, "seed": 0}
+
+
+def measured_peak(model: str, data_args: dict, batch: int) -> int:
+    """The peak live tensor bytes compare's probe records for a single-process run."""
+    cfg = CompareConfig(model=model, data_args=data_args, batch_size=batch, out=Path("unused"))
+    spec = RunSpec("single", "single", "single", 1, "cpu")
+    workload = resolve_workload(model, {}, None, data_args)
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = profiled_probe(
+            spec,
+            _plan(spec, cfg),
+            _strategy(spec, DistEnv()),
+            workload,
+            workload.load_data(0),
+            Path(tmp) / "trace.json",
+            2,
+        )
+    return probe["live_tensor_bytes"]
+
+
+@pytest.mark.parametrize(("model", "data_args"), WORKLOADS)
+def test_estimate_is_within_25_percent_of_the_measured_peak(model, data_args):
+    facts = model_facts(resolve_workload(model, {}, None, data_args), SGD)
+    assert facts.method == "measured-cpu"
+    for batch in (64, 256):
+        estimate = estimate_all(facts, 2, Settings(batch, "fp32", "sgd", 0.0))
+        measured = measured_peak(model, data_args, batch)
+        error = abs(estimate["single"]["peak_bytes"] - measured) / measured
+        assert error <= 0.25, f"{model} batch {batch}: {error:.1%} off"
+
+
+def test_model_states_follow_the_formulas():
+    facts = facts_from_count(1_000_000)
+    adamw = estimate_all(facts, 4, Settings(8, "bf16", "adamw", 0.0))
+    single = adamw["single"]["per_device"][0]["breakdown"]
+    assert single["parameters"] == 4_000_000 and single["gradients"] == 4_000_000
+    assert single["optimizer_state"] == 8_000_000  # two fp32 moments
+    assert single["amp_weight_casts"] == 2_000_000  # one bf16 copy per weight
+    ddp = adamw["ddp"]["per_device"][0]["breakdown"]
+    assert ddp["ddp_buckets"] == 4_000_000 and len(adamw["ddp"]["per_device"]) == 4
+    fsdp = adamw["fsdp"]["per_device"][0]["breakdown"]
+    assert fsdp["parameters"] == 1_000_000 and fsdp["optimizer_state"] == 2_000_000
+    assert optimizer_bytes(100, "sgd", 0.9) == 100 and optimizer_bytes(100, "sgd", 0.0) == 0
+
+
+def test_dataparallel_loads_device_zero():
+    facts = model_facts(resolve_workload("simple", {}, None, {}), SGD)
+    dp = estimate_all(facts, 4, Settings(256, "fp32", "sgd", 0.0), dp_world=4)["dp"]
+    device0, other = (d["breakdown"] for d in dp["per_device"][:2])
+    assert device0["dp_full_batch_inputs"] == 256 * 1000 * 4
+    assert device0["dp_gathered_outputs"] == 256 * 10 * 4
+    assert (
+        "optimizer_state" not in other
+        and dp["per_device"][0]["bytes"] > dp["per_device"][1]["bytes"]
+    )
+
+
+def test_fsdp_units_are_the_repeated_blocks():
+    with torch.device("meta"):
+        model = TinyTransformer(layers=4, dim=64, heads=4, vocab=1000)
+    layer = sum(p.numel() * 4 for p in model.encoder.layers[0].parameters())
+    root = 1000 * 64 * 4 + 32 * 64 * 4 + 2 * 64 * 4 + 64 * 10 * 4 + 10 * 4
+    assert largest_unit(model) == max(layer, root)

@@ -60,11 +60,7 @@ def test_seven_billion_parameters_without_allocating_them():
 
 
 def test_from_results_takes_precedence(tmp_path, capsys):
-    results = json.loads(
-        (
-            __import__("pathlib").Path(__file__).parent / "fixtures" / "results_sample.json"
-        ).read_text()
-    )
+    results = json.loads((FIXTURES / "results_sample.json").read_text())
     path = tmp_path / "results.json"
     path.write_text(json.dumps(results))
     answer = _json(capsys, "--from", str(path), "--gpus", "4")

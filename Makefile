@@ -31,6 +31,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/engine_overhead.py
 	$(BIN)/python bench/input_path.py
 	$(BIN)/python bench/compare_budget.py
+	$(BIN)/python bench/estimate_accuracy.py
+	$(BIN)/python bench/advise_7b.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -1,7 +1,7 @@
 from compare_fakes import comm, run
 from dpwise import checks
 
-CLEAN = checks.Diagnosis(batchnorm=[], dropout=[], loss_reduction="mean", uneven=[])
+CLEAN = checks.Diagnosis(batchnorm=[], dropout=[], loss_reduction="mean")
 
 
 def test_convergence_passes_within_tolerance():
@@ -12,7 +12,7 @@ def test_convergence_passes_within_tolerance():
 
 
 def test_convergence_failure_names_batchnorm_layers_and_the_fix():
-    why = checks.Diagnosis(["features.1", "features.5"], [], "mean", [])
+    why = checks.Diagnosis(["features.1", "features.5"], [], "mean")
     runs = [run("single", 1000), run("ddp-2", 900, diff=2e-3)]
     result = checks.convergence(runs, 1e-4, why)
     assert result.status == "fail" and "ddp × 2" in result.summary
@@ -21,27 +21,40 @@ def test_convergence_failure_names_batchnorm_layers_and_the_fix():
 
 
 def test_convergence_failure_names_every_cause_found():
-    why = checks.Diagnosis([], ["drop"], "sum", ["dp × 3"])
+    why = checks.Diagnosis([], ["drop"], "sum", "bf16")
     result = checks.convergence([run("single", 1), run("dp-3", 1, diff=1.0)], 1e-4, why)
-    for text in ("Dropout (drop)", "sum-reduced", "reduction='mean'", "aligned partition"):
+    assert why.known_cause == "Dropout (drop)"
+    for text in ("Dropout (drop)", "sum-reduced", "reduction='mean'", "--precision bf16"):
         assert text in result.explanation
 
 
-def test_memory_ratio_and_the_guides_claim():
+def test_memory_on_the_cpu_reports_peaks_but_cannot_test_the_claim():
     runs = [run("single", 1000), run("dp", 1000, peak=100), run("ddp-1", 900, peak=136)]
     result = checks.memory(runs, "cpu")
-    assert result.status == "warn" and result.figures["ddp_over_dp"] == 1.36
-    assert "did not hold" in result.summary
-    gpu = [run("single", 1), run("dp-2", 1, peak=100), run("ddp-2", 1, peak=40)]
+    assert result.status == "skip" and "cannot be tested on the CPU" in result.summary
+    assert result.figures["peaks"] == {"single": 10 * 2**20, "dp": 100, "ddp-1": 136}
+
+
+def test_memory_ratio_on_gpus_compares_the_same_world_size():
+    gpu = [
+        run("single", 1),
+        run("dp-2", 1, peak=100),
+        run("ddp-2", 1, peak=40),
+        run("ddp-4", 1, peak=10),
+    ]
     gpu[1]["memory"]["per_device"].append({"rank": 0, "device": "cuda:1", "peak_bytes": 50})
     held = checks.memory(gpu, "cuda")
-    assert held.status == "pass" and "held" in held.summary
+    assert held.status == "pass" and held.figures["ddp_over_dp"] == 0.4
     assert held.figures["dp_device0_imbalance"] == 2.0
-    assert "device 0 holds 2.00× the others" in held.summary
+    assert "device 0 holds 2.00× the rest" in held.summary
+    worse = [run("single", 1), run("dp-2", 1, peak=100), run("ddp-2", 1, peak=90)]
+    assert checks.memory(worse, "cuda").status == "warn"
 
 
-def test_memory_is_skipped_without_a_pair():
-    assert checks.memory([run("single", 1), run("ddp-2", 1)], "cpu").status == "skip"
+def test_memory_is_skipped_without_a_pair_of_the_same_size():
+    assert checks.memory([run("single", 1), run("ddp-2", 1)], "cuda").status == "skip"
+    pair = [run("single", 1), run("dp-2", 1), run("ddp-4", 1)]
+    assert checks.memory(pair, "cuda").status == "skip"
 
 
 def test_speed_ignores_the_cpu_pass_through_and_warns_when_nothing_beats_single():
@@ -68,6 +81,8 @@ def test_scalability_efficiency_and_where_it_stops():
     assert result.figures["stops_growing_at"] == 1
     assert abs(result.figures["efficiency"][2] - 0.21) < 1e-9
     assert result.status == "warn" and "1 of the 2 CPU cores" in result.explanation
+    near = [run("single", 1000, threads=2), run("ddp-1", 950), run("ddp-2", 800)]
+    assert checks.scalability(near, "cpu", 2).status == "pass"  # 0.8× single on one CPU
     gpu = [run("single", 1000), run("ddp-1", 1000), run("ddp-2", 1900, single_rate=1000)]
     assert checks.scalability(gpu, "cuda", 64).status == "pass"
     assert checks.scalability([run("single", 1), run("ddp-2", 1)], "cpu", 2).status == "skip"

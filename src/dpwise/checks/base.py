@@ -29,7 +29,18 @@ class Diagnosis:
     batchnorm: list[str]
     dropout: list[str]
     loss_reduction: str
-    uneven: list[str]  # runs whose global batch does not split evenly
+    precision: str = "fp32"  # bf16 / fp16 round differently when the batch is split
+
+    @property
+    def known_cause(self) -> str | None:
+        """A short name of the first known cause of divergence, or None."""
+        if self.batchnorm:
+            return f"BatchNorm ({', '.join(self.batchnorm)})"
+        if self.dropout:
+            return f"Dropout ({', '.join(self.dropout)})"
+        if self.loss_reduction != "mean":
+            return f"a {self.loss_reduction}-reduced loss"
+        return None
 
 
 def peak(run: Run) -> int:
@@ -38,3 +49,17 @@ def peak(run: Run) -> int:
 
 def median_rate(run: Run) -> float:
     return run["samples_per_s"]["median"]
+
+
+MARGIN = 1.05  # a run must be at least 5 % faster than another to count as faster
+
+
+def overlaps(a: Run, b: Run) -> bool:
+    """True when the two runs' repeat spreads overlap: the difference is within the noise."""
+    sa, sb = a["samples_per_s"], b["samples_per_s"]
+    return sa["min"] <= sb["max"] and sb["min"] <= sa["max"]
+
+
+def clearly_faster(a: Run, b: Run) -> bool:
+    """a beats b by the margin and their spreads do not overlap."""
+    return median_rate(a) >= MARGIN * median_rate(b) and not overlaps(a, b)

@@ -62,14 +62,14 @@ def explain_divergence(why: Diagnosis, failing: list[str]) -> str:
             f"the loss is {why.loss_reduction}-reduced, so DDP's gradient average does not equal "
             "the global gradient. Fix: use reduction='mean'."
         )
-    if why.uneven:
+    if why.precision != "fp32":
         causes.append(
-            f"the global batch does not split evenly in {', '.join(why.uneven)}. Fix: a batch "
-            "size divisible by every world size (an aligned partition)."
+            f"--precision {why.precision} rounds each device's share of the batch separately; "
+            "differences around 1e-3 are expected. Fix: compare in fp32."
         )
     if not causes:
         causes.append(
-            "no known cause was found in the model (no BatchNorm, Dropout, sum-reduced loss or "
-            "uneven split): look for other per-process randomness or non-deterministic kernels."
+            "no known cause was found in the model (no BatchNorm, Dropout or sum-reduced loss, "
+            "fp32): look for other per-process randomness or non-deterministic kernels."
         )
     return f"{', '.join(failing)} did not reproduce the single-process run. " + " ".join(causes)

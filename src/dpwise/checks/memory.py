@@ -7,46 +7,57 @@ from typing import Any
 from dpwise.checks.base import CheckResult, Run, peak
 from dpwise.units import gib, mib
 
+WINDOW = (
+    "CPU figures are the peak of live tensor memory recorded by torch.profiler from the model's "
+    "construction (after the data set is built) through a few steps; CUDA figures are "
+    "torch.cuda.max_memory_allocated over the first timed repeat (NCCL's own buffers are not "
+    "included)."
+)
+
 
 def memory(runs: list[Run], device_type: str) -> CheckResult:
     kind = runs[0]["memory"]["kind"]
     table = {"columns": ["run", "device", f"peak ({kind})", "peak RSS"], "rows": _memory_rows(runs)}
-    dp, ddp = _pair_for_memory(runs)
     figures: dict[str, Any] = {"kind": kind, "peaks": {r["id"]: peak(r) for r in runs}}
-    if dp is None or ddp is None:
+    peaks = ", ".join(f"{r['label']} {mib(peak(r))}" for r in runs)
+    if device_type == "cpu":
         return CheckResult(
             "memory",
             "skip",
-            "no DataParallel and DDP run to compare",
-            "Run both dp and ddp (--strategies single,dp,ddp) to compare their peak memory.",
+            f"busiest device: {peaks}; DDP against DataParallel cannot be tested on the CPU",
+            "On the CPU DataParallel is a pass-through (it is the single-process run), so the "
+            "guide's comparison needs GPUs. Each DDP process holds the parameters, gradients, "
+            "optimizer state and DDP's bucket buffers (about one more copy of the gradients). "
+            + WINDOW,
             figures,
             table,
             "memory.png",
         )
-    ratio = peak(ddp) / peak(dp) if peak(dp) else None
+    dp, ddp = _pair_for_memory(runs)
+    if dp is None or ddp is None or not peak(dp):
+        return CheckResult(
+            "memory",
+            "skip",
+            f"busiest device: {peaks}; no dp and ddp run of the same size",
+            "Run dp and ddp at the same world size (--strategies single,dp,ddp) to compare them. "
+            + WINDOW,
+            figures,
+            table,
+            "memory.png",
+        )
+    ratio = peak(ddp) / peak(dp)
     figures["ddp_over_dp"] = ratio
-    figures["dp_device0_imbalance"] = _imbalance(dp)
-    held = ratio is not None and ratio <= 0.6
-    imbalance = figures["dp_device0_imbalance"]
-    skew = (
-        "" if imbalance is None else f"; DataParallel's device 0 holds {imbalance:.2f}× the others"
-    )
-    where = (
-        "On the CPU DataParallel is a pass-through, so 'dp' is one process holding everything; "
-        "each DDP process holds the parameters, gradients, optimizer state and DDP's bucket "
-        "buffers "
-        "(about one more copy of the gradients)."
-        if device_type == "cpu"
-        else "DataParallel keeps the master parameters, gradients, optimizer state and the "
-        "gathered outputs on device 0; each DDP process holds parameters, gradients, optimizer "
-        "state and bucket buffers on its own GPU."
-    )
+    figures["dp_device0_imbalance"] = imbalance = _imbalance(dp)
+    held = ratio <= 0.6
+    skew = "" if imbalance is None else f"; DataParallel's device 0 holds {imbalance:.2f}× the rest"
     return CheckResult(
         "memory",
         "pass" if held else "warn",
         f"peak per device: {ddp['label']} / {dp['label']} = {ratio:.2f}: the guide's "
         f"'≈ 50 % less' {'held' if held else 'did not hold'} here{skew}",
-        f"{where} Measured as {kind}; the ratio compares the busiest device of each run.",
+        "DataParallel keeps the parameters, gradients, optimizer state and the gathered outputs "
+        "on device 0; each DDP process holds parameters, gradients, optimizer state and bucket "
+        "buffers on its own GPU. The ratio compares the busiest device of each run. " + WINDOW,
         figures,
         table,
         "memory.png",
@@ -70,9 +81,14 @@ def _pair_for_memory(runs: list[Run]) -> tuple[Run | None, Run | None]:
     ddps = [r for r in runs if r["strategy"] == "ddp"]
     if not dps or not ddps:
         return None, None
-    dp = max(dps, key=lambda r: r["world_size"])
-    same = [r for r in ddps if r["world_size"] == dp["world_size"]]
-    return dp, (same or [max(ddps, key=lambda r: r["world_size"])])[0]
+    sizes = {r["world_size"] for r in dps if r["world_size"] > 1} & {r["world_size"] for r in ddps}
+    if not sizes:
+        return None, None
+    w = max(sizes)
+    return (
+        next(r for r in dps if r["world_size"] == w),
+        next(r for r in ddps if r["world_size"] == w),
+    )
 
 
 def _imbalance(dp: Run) -> float | None:

@@ -45,7 +45,7 @@ def derive(out: Path, runs: list[dict[str, Any]]) -> float | None:
     return max(pairs) if pairs else None
 
 
-def diagnose(workload: Workload, runs: list[dict[str, Any]], batch: int) -> checks.Diagnosis:
+def diagnose(workload: Workload, precision: str) -> checks.Diagnosis:
     """Inspect the model (built on the meta device: no memory) for what breaks equivalence."""
     with torch.device("meta"):
         model = workload.build_model()
@@ -60,8 +60,7 @@ def diagnose(workload: Workload, runs: list[dict[str, Any]], batch: int) -> chec
         for n, m in model.named_modules()
         if isinstance(m, nn.MultiheadAttention) and m.dropout > 0
     ]
-    uneven = [r["label"] for r in runs if r["strategy"] == "dp" and batch % r["world_size"]]
-    return checks.Diagnosis(bn, drop, "mean", uneven)
+    return checks.Diagnosis(bn, drop, "mean", precision)
 
 
 def environment(hw: Hardware, device_type: str, backend: str) -> dict[str, Any]:
@@ -108,7 +107,7 @@ def assemble(
     device_type = "cuda" if any(d.startswith("cuda") for d in runs[0]["devices"]) else "cpu"
     dp_vs_ddp = derive(cfg.out, runs)
     workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
-    why = diagnose(workload, runs, cfg.batch_size)
+    why = diagnose(workload, cfg.precision)
     results = [
         checks.convergence(runs, cfg.tolerance, why),
         checks.memory(runs, device_type),
@@ -127,7 +126,7 @@ def assemble(
         "environment": env,
         "runs": runs,
         "checks": list(by_name.values()),
-        "recommendation": recommend(runs, cfg.tolerance, device_type),
+        "recommendation": recommend(runs, cfg.tolerance, device_type, why.known_cause),
         "claims": claims(runs, by_name, env, dp_vs_ddp),
         "plots": {},
     }

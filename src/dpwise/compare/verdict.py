@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpwise.checks.base import clearly_faster
 from dpwise.units import pct, rate, sci
 
 Run = dict[str, Any]
@@ -14,23 +15,20 @@ def _rate(run: Run) -> float:
     return run["samples_per_s"]["median"]
 
 
-def _overlaps(a: Run, b: Run) -> bool:
-    """True when the two runs' repeat spreads overlap: the difference is within the noise."""
-    return a["samples_per_s"]["min"] <= b["samples_per_s"]["max"] and (
-        b["samples_per_s"]["min"] <= a["samples_per_s"]["max"]
-    )
+def recommend(
+    runs: list[Run], tolerance: float, device_type: str, known_cause: str | None = None
+) -> dict[str, Any]:
+    """The fastest run that is clearly faster than single; otherwise single.
 
-
-def recommend(runs: list[Run], tolerance: float, device_type: str) -> dict[str, Any]:
+    A run that changed the model is a candidate only when the cause is known (e.g. BatchNorm) and
+    is then named; runs of one process or one device are never preferred to single.
+    """
     single = runs[0]
-    faithful = [r for r in runs if r["max_param_diff_vs_single"] <= tolerance] or runs
-    ranked = sorted(faithful, key=_rate, reverse=True)
-    best = ranked[0]
-    if best is not single and _overlaps(best, single):
-        best = single  # no measurable gain: the simplest set-up wins
-    if best["strategy"] == "dp" and best["world_size"] == 1:
-        best = single  # CPU pass-through is the single-process run
-    runner = next((r for r in ranked if r is not best and not r["notes"]), None)
+    ok = [r for r in runs if r["max_param_diff_vs_single"] <= tolerance or known_cause]
+    parallel = [r for r in ok if r["world_size"] > 1 and not r["notes"]]
+    ranked = sorted(parallel, key=_rate, reverse=True)
+    best = ranked[0] if ranked and clearly_faster(ranked[0], single) else single
+    runner = next((r for r in [*ranked, single] if r is not best), None)
     spread = f"{best['samples_per_s']['min']:,.0f}–{best['samples_per_s']['max']:,.0f}"
     vs = "" if best is single else f", {best['speedup_vs_single']:.2f}× the single process"
     reasons = [
@@ -45,15 +43,11 @@ def recommend(runs: list[Run], tolerance: float, device_type: str) -> dict[str, 
     reasons.append(
         f"parameters of every run agree with single within {sci(worst)}"
         if worst <= tolerance
-        else f"some runs differ from single by up to {sci(worst)}: see the convergence check"
+        else f"some runs differ from single by up to {sci(worst)}"
+        + (f" because of {known_cause}: see the convergence check" if known_cause else "")
     )
-    if device_type == "cpu":
+    if device_type == "cpu" and best is single:
         reasons.append(_cpu_reason(runs))
-    if best["strategy"] == "dp":
-        reasons.append(
-            "DataParallel is fastest here; PyTorch's documentation recommends DDP instead "
-            "(DataParallel is not deprecated, but single-process and limited to one machine)"
-        )
     what = best["label"] if best is not single else "a single process"
     return {
         "strategy": best["strategy"],
@@ -90,7 +84,7 @@ def claims(
         _faster_claim(runs, gpus),
         _linear_claim(checks["scalability"], gpus),
         _plateau_claim(gpus),
-        _agree_claim(dp_vs_ddp),
+        _agree_claim(dp_vs_ddp, env["device_type"] == "cpu"),
         _async_claim(checks["communication"]),
         _sync_points_claim(runs, gpus),
     ]
@@ -99,11 +93,13 @@ def claims(
 def _memory_claim(check: dict[str, Any], env: dict[str, Any]) -> dict[str, str]:
     text, src = "DDP uses ≈ 50 % less memory than DataParallel", f"{GUIDE}: Trade-Off Summary"
     ratio = check["figures"].get("ddp_over_dp")
+    if env["device_type"] == "cpu":
+        why = "on the CPU DataParallel is a pass-through (the single-process run)"
+        return _claim(text, src, "–", "cannot be tested", why)
     if ratio is None:
-        return _claim(text, src, "no dp and ddp pair", "cannot be tested", check["summary"])
-    why = "on the CPU DataParallel is a pass-through" if env["device_type"] == "cpu" else ""
+        return _claim(text, src, "–", "cannot be tested", "no dp and ddp run of the same size")
     held = "held" if ratio <= 0.6 else "did not hold"
-    return _claim(text, src, f"DDP / DP peak per device = {ratio:.2f}", held, why)
+    return _claim(text, src, f"DDP / DP peak per device = {ratio:.2f}", held)
 
 
 def _faster_claim(runs: list[Run], gpus: int) -> dict[str, str]:
@@ -111,13 +107,17 @@ def _faster_claim(runs: list[Run], gpus: int) -> dict[str, str]:
     src = f"{GUIDE}: Validation Checklist 3"
     dp = {r["world_size"]: r for r in runs if r["strategy"] == "dp"}
     ddp = {r["world_size"]: r for r in runs if r["strategy"] == "ddp"}
-    common = sorted(set(dp) & set(ddp) - ({1} if gpus == 0 else set()))
+    common = sorted((set(dp) & set(ddp)) - {1})
+    if gpus == 0:
+        return _claim(text, src, "–", "cannot be tested", "no GPU: DataParallel is a pass-through")
     if not common:
-        return _claim(text, src, "no GPU", "cannot be tested", "DataParallel needs GPUs")
+        return _claim(
+            text, src, "–", "cannot be tested", "no dp and ddp run on 2+ GPUs of one size"
+        )
     w = common[-1]
     ratio = _rate(ddp[w]) / _rate(dp[w])
     why = "" if gpus > 4 else f"only {gpus} GPU(s): the '> 4 GPUs' part cannot be tested"
-    held = "held" if ratio > 1 and not _overlaps(ddp[w], dp[w]) else "did not hold"
+    held = "held" if clearly_faster(ddp[w], dp[w]) else "did not hold"
     return _claim(text, src, f"at {w} GPUs DDP / DP throughput = {ratio:.2f}", held, why)
 
 
@@ -126,7 +126,9 @@ def _linear_claim(check: dict[str, Any], gpus: int) -> dict[str, str]:
     eff = check["figures"].get("efficiency") or {}
     if gpus < 2 or len(eff) < 2:
         seen = ", ".join(f"{w}: {pct(e)}" for w, e in eff.items()) or "–"
-        return _claim(text, src, f"CPU efficiency {seen}", "cannot be tested", "fewer than 2 GPUs")
+        why = "fewer than 2 GPUs" if gpus < 2 else "ddp ran at fewer than two world sizes"
+        where = "CPU efficiency" if gpus == 0 else "efficiency"
+        return _claim(text, src, f"{where} {seen}", "cannot be tested", why)
     w = max(eff)
     held = "held" if eff[w] >= 0.85 else "did not hold"
     return _claim(text, src, f"efficiency at {w} GPUs = {pct(eff[w])}", held)
@@ -139,13 +141,15 @@ def _plateau_claim(gpus: int) -> dict[str, str]:
     return _claim(text, src, "see the throughput plot", "cannot be tested", "not yet automated")
 
 
-def _agree_claim(dp_vs_ddp: float | None) -> dict[str, str]:
+def _agree_claim(dp_vs_ddp: float | None, cpu: bool) -> dict[str, str]:
     text = "DP and DDP parameters agree within 1e-4 after training"
     src = f"{GUIDE}: Validation Checklist 1"
     if dp_vs_ddp is None:
         return _claim(text, src, "no dp and ddp runs", "cannot be tested")
     held = "held" if dp_vs_ddp <= 1e-4 else "did not hold"
     why = "dpwise gives both the same batches, order, initial state and a mean-reduced loss"
+    if cpu:
+        why += "; on the CPU DataParallel is a pass-through, so this compares single with DDP"
     return _claim(text, src, f"max |Δparam| between dp and ddp = {sci(dp_vs_ddp)}", held, why)
 
 
@@ -155,10 +159,15 @@ def _async_claim(check: dict[str, Any]) -> dict[str, str]:
     figures = check["figures"]
     if not figures:
         return _claim(text, src, "no ddp run", "cannot be tested")
-    run_id, comm = max(figures.items(), key=lambda kv: kv[1].get("step_ms", 0))
+    run_id, comm = max(figures.items(), key=lambda kv: int(kv[0].rpartition("-")[2] or 0))
+    if run_id.endswith("-1"):
+        return _claim(text, src, "–", "cannot be tested", "no ddp run with 2 or more processes")
     share = comm["exposed_share"]
     held = "held" if share <= 0.1 else "did not hold"
-    why = "all-reduce overlaps backward, but the step waits for the last bucket"
+    why = (
+        "all-reduce overlaps the rest of backward, but the step waits for the last bucket; "
+        "a small exposed share means the communication was mostly hidden"
+    )
     return _claim(
         text, src, f"{run_id}: {pct(share)} of the step is exposed communication", held, why
     )
@@ -167,10 +176,18 @@ def _async_claim(check: dict[str, Any]) -> dict[str, str]:
 def _sync_points_claim(runs: list[Run], gpus: int) -> dict[str, str]:
     text = "DDP registers fewer CPU-bound sync points than DataParallel"
     src = f"{GUIDE}: Validation Checklist 4"
-    dp = [r for r in runs if r["strategy"] == "dp" and r.get("sync_points_per_step") is not None]
-    ddp = [r for r in runs if r["strategy"] == "ddp" and r.get("sync_points_per_step") is not None]
-    if not gpus or not dp or not ddp:
+    if not gpus:
         return _claim(text, src, "–", "cannot be tested", "device sync points exist only on GPUs")
-    a, b = ddp[-1]["sync_points_per_step"], dp[-1]["sync_points_per_step"]
+    dp = {r["world_size"]: r for r in runs if r["strategy"] == "dp"}
+    ddp = {r["world_size"]: r for r in runs if r["strategy"] == "ddp"}
+    common = sorted(w for w in set(dp) & set(ddp) if w > 1)
+    if not common:
+        return _claim(
+            text, src, "–", "cannot be tested", "no dp and ddp run on 2+ GPUs of one size"
+        )
+    w = common[-1]
+    a, b = ddp[w].get("sync_points_per_step"), dp[w].get("sync_points_per_step")
+    if a is None or b is None:
+        return _claim(text, src, "–", "cannot be tested", "the profiler recorded no sync points")
     held = "held" if a < b else "did not hold"
     return _claim(text, src, f"sync points per step: DDP {a:.1f}, DP {b:.1f}", held)

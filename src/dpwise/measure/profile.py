@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 STEP_MARK = "dpwise.step"
@@ -70,8 +71,15 @@ class Window:
         return self.start <= t <= self.end
 
 
+def on_cpu(events: Iterable[Any]) -> list[Any]:
+    """Host-side events only: with CUDA activity, annotations also appear on the GPU timeline."""
+    return [e for e in events if e.device_type == DeviceType.CPU]
+
+
 def step_windows(events: Iterable[Any], skip: int) -> list[Window]:
-    marks = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == STEP_MARK)
+    marks = sorted(
+        (e.time_range.start, e.time_range.end) for e in on_cpu(events) if e.name == STEP_MARK
+    )
     return [Window(s, e) for s, e in marks[skip:]]
 
 
@@ -97,11 +105,15 @@ def _elements(shapes: Any) -> int:
 
 
 def collectives(events: list[Any], windows: list[Window], element_size: int) -> dict[str, Any]:
-    """Per measured step: count and milliseconds of each collective, bytes all-reduced."""
+    """Per measured step: count and milliseconds of each collective, bytes all-reduced.
+
+    Counts and sizes come from the host-side c10d events; on CUDA the time comes from the NCCL
+    kernels (the host event only covers enqueueing the work).
+    """
     steps = max(1, len(windows))
     stats = {kind: {"count": 0, "us": 0.0} for kind in _COLLECTIVES}
     reduced = 0
-    for e in events:
+    for e in on_cpu(events):
         kind = _kind(e.name)
         if kind is None or not any(w.holds(e.time_range.start) for w in windows):
             continue
@@ -109,13 +121,30 @@ def collectives(events: list[Any], windows: list[Window], element_size: int) -> 
         stats[kind]["us"] += e.time_range.elapsed_us()
         if kind == "all_reduce":
             reduced += _elements(e.input_shapes) * element_size
+    kernels = _nccl_kernel_us(events, windows[0].start if windows else 0.0)
+    for kind, us in kernels.items():
+        stats[kind]["us"] = us
     return {
         "collectives": [
             {"op": k, "count_per_step": v["count"] / steps, "ms_per_step": v["us"] / 1e3 / steps}
             for k, v in stats.items()
         ],
         "bytes_all_reduced_per_step": reduced / steps,
+        "time_source": "nccl kernels" if kernels else "host events",
     }
+
+
+def _nccl_kernel_us(events: list[Any], since: float) -> dict[str, float]:
+    """Device time of NCCL kernels that started after the first measured step began."""
+    totals: dict[str, float] = {}
+    for e in events:
+        name = e.name.lower()
+        if e.device_type != DeviceType.CUDA or "nccl" not in name or e.time_range.start < since:
+            continue
+        kind = "all_reduce" if "allreduce" in name else "broadcast" if "broadcast" in name else None
+        if kind is not None:
+            totals[kind] = totals.get(kind, 0.0) + e.time_range.elapsed_us()
+    return totals
 
 
 def dp_ops(events: list[Any], windows: list[Window]) -> list[dict[str, Any]]:
@@ -125,8 +154,8 @@ def dp_ops(events: list[Any], windows: list[Window]) -> list[dict[str, Any]]:
     for op, names in _DP_OPS.items():
         hits = [
             e
-            for e in events
-            if any(n in e.name for n in names) and any(w.holds(e.time_range.start) for w in windows)
+            for e in on_cpu(events)
+            if e.name in names and any(w.holds(e.time_range.start) for w in windows)
         ]
         out.append(
             {
@@ -143,7 +172,7 @@ def sync_points(events: list[Any], windows: list[Window]) -> float:
     steps = max(1, len(windows))
     hits = sum(
         1
-        for e in events
+        for e in on_cpu(events)
         if e.name in _SYNC_NAMES and any(w.holds(e.time_range.start) for w in windows)
     )
     return hits / steps

@@ -1,0 +1,195 @@
+"""A checked file's facts: resolved calls, same-file functions and who calls them, ancestors.
+
+`FileContext` is what every rule receives. It is built from one parse and one walk (`index.py`);
+everything else is derived lazily and memoised, so a rule that is not selected costs nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from dpwise.lint import names as N
+from dpwise.lint.index import FUNCTIONS, LOOPS, MODULE, Index, build_index, pos
+
+if TYPE_CHECKING:
+    from dpwise.lint.project import Project
+
+Site = tuple[str, ast.Call]  # (caller scope, call node)
+SCOPE_BOUNDARY = (*FUNCTIONS, ast.Lambda, ast.ClassDef, ast.Module)
+
+
+class FileContext:
+    def __init__(
+        self, path: str, source: str, tree: ast.Module, project: Project | None = None
+    ) -> None:
+        self.path = path
+        self.source = source
+        self.tree = tree
+        self.project = project
+        self.idx: Index = build_index(tree)
+        self.names = N.Names(N.import_aliases(self.idx.imports), self.idx.bound)
+        self._local: dict[ast.AST, str | None] = {}
+
+    # -- names and calls -------------------------------------------------------------------
+    def qual(self, expr: ast.AST) -> str | None:
+        return self.names.qual(expr)
+
+    @cached_property
+    def calls_by_qual(self) -> dict[str, list[ast.Call]]:
+        table: dict[str, list[ast.Call]] = defaultdict(list)
+        for call in self.idx.all_calls():
+            q = self.qual(call.func)
+            if q is not None:
+                table[q].append(call)
+        return table
+
+    def calls_to(self, quals: Iterable[str]) -> list[ast.Call]:
+        found = [c for q in quals for c in self.calls_by_qual.get(q, ())]
+        return sorted(found, key=pos)
+
+    def calls_named(self, attr: str) -> Iterator[ast.Call]:
+        """Calls of a method or function called `attr`, whatever the receiver."""
+        if attr not in self.idx.attrs and attr not in self.idx.bound:
+            return
+        for call in self.idx.all_calls():
+            if N.last_name(call.func) == attr:
+                yield call
+
+    def scope(self, node: ast.AST) -> str:
+        return self.idx.scope_of[node]
+
+    # -- file-level facts --------------------------------------------------------------------
+    @cached_property
+    def ddp_calls(self) -> list[ast.Call]:
+        return self.calls_to(N.DDP)
+
+    @cached_property
+    def init_calls(self) -> list[ast.Call]:
+        return self.calls_to(N.INIT)
+
+    @cached_property
+    def is_ddp_script(self) -> bool:
+        """Builds a DistributedDataParallel or starts a process group: one process per rank."""
+        return bool(self.ddp_calls or self.init_calls)
+
+    @cached_property
+    def trains(self) -> bool:
+        return "backward" in self.idx.attrs
+
+    @cached_property
+    def has_main_guard(self) -> bool:
+        return any(
+            isinstance(n.test, ast.Compare)
+            and isinstance(n.test.left, ast.Name)
+            and n.test.left.id == "__name__"
+            for n in self.idx.ifs.get(MODULE, ())
+        )
+
+    # -- same-file functions -------------------------------------------------------------------
+    def function_for(self, name: str, scope: str) -> str | None:
+        """The same-file function (or class constructor) a bare name refers to in `scope`."""
+        if name in self.names.aliases:
+            return None
+        fns, chain = self.idx.functions, scope
+        while chain != MODULE:
+            if f"{chain}.{name}" in fns:
+                return f"{chain}.{name}"
+            chain = fns[chain].parent if chain in fns else MODULE
+        if name in fns:
+            return name
+        if name in self.idx.classes and f"{name}.__init__" in fns:
+            return f"{name}.__init__"
+        return None
+
+    def callee(self, call: ast.Call) -> str | None:
+        """The key of the same-file function a call runs, if it can be told."""
+        if call in self._local:
+            return self._local[call]
+        scope, func, key = self.idx.scope_of.get(call, MODULE), call.func, None
+        if isinstance(func, ast.Name):
+            key = self.function_for(func.id, scope)
+        elif (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in ("self", "cls")
+        ):
+            cls = self.class_of(scope)
+            if cls is not None and f"{cls}.{func.attr}" in self.idx.functions:
+                key = f"{cls}.{func.attr}"
+        self._local[call] = key
+        return key
+
+    def class_of(self, scope: str) -> str | None:
+        fns = self.idx.functions
+        while scope in fns:
+            if fns[scope].class_key is not None:
+                return fns[scope].class_key
+            scope = fns[scope].parent
+        return None
+
+    @cached_property
+    def callers(self) -> dict[str, list[Site]]:
+        table: dict[str, list[Site]] = defaultdict(list)
+        for scope, calls in self.idx.calls.items():
+            for call in calls:
+                key = self.callee(call)
+                if key is not None:
+                    table[key].append((scope, call))
+        return table
+
+    @cached_property
+    def value_refs(self) -> dict[str, list[ast.AST]]:
+        """Functions passed as values (`mp.spawn(train, ...)`, `Process(target=train)`)."""
+        table: dict[str, list[ast.AST]] = defaultdict(list)
+        for scope, calls in self.idx.calls.items():
+            for call in calls:
+                for arg in (*call.args, *(k.value for k in call.keywords)):
+                    if isinstance(arg, ast.Name):
+                        key = self.function_for(arg.id, scope)
+                        if key is not None:
+                            table[key].append(arg)
+        return table
+
+    # -- tree navigation -------------------------------------------------------------------
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        """Parents up to (not including) the enclosing function, class or module."""
+        parents = self.idx.parents
+        node = parents.get(node)  # type: ignore[assignment]
+        while node is not None and not isinstance(node, SCOPE_BOUNDARY):
+            yield node
+            node = parents.get(node)  # type: ignore[assignment]
+
+    def statement_of(self, node: ast.AST) -> ast.stmt | None:
+        if isinstance(node, ast.stmt):
+            return node
+        for parent in self.ancestors(node):
+            if isinstance(parent, ast.stmt):
+                return parent
+        return None
+
+    def enclosing_loop(self, node: ast.AST) -> ast.stmt | None:
+        """The innermost loop whose body (not its iterable) holds `node`, in the same scope."""
+        child = node
+        for parent in self.ancestors(node):
+            if isinstance(parent, LOOPS) and child in (*parent.body, *parent.orelse):
+                return parent  # type: ignore[return-value]
+            child = parent
+        return None
+
+    def function_node(self, scope: str) -> ast.AST:
+        return self.tree if scope == MODULE else self.idx.functions[scope].node
+
+    def body_of(self, scope: str) -> list[ast.stmt]:
+        return self.function_node(scope).body  # type: ignore[attr-defined]
+
+    def line_text(self, lineno: int) -> str:
+        lines = self.lines
+        return lines[lineno - 1] if 0 < lineno <= len(lines) else ""
+
+    @cached_property
+    def lines(self) -> list[str]:
+        return self.source.splitlines()

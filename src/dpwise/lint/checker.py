@@ -1,0 +1,117 @@
+"""Run the selected rules over files; return findings (never prints)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from dpwise.lint import files
+from dpwise.lint.analysis import FileContext
+from dpwise.lint.model import Finding, Hit, Rule
+from dpwise.lint.project import Project
+from dpwise.lint.rules import CHECKS, SYNTAX_ERROR, selected
+
+# A file that mentions none of these cannot trigger any rule (names resolve through imports of
+# torch or the conventional aliases); it is parsed for syntax errors only.
+_TRIGGERS = ("torch", "DDP", "DataParallel", "dist.", "mp.", "nn.", "MASTER_PORT")
+
+
+def _column(line: str, byte_offset: int) -> int:
+    """ast's UTF-8 byte offset -> 1-based character column."""
+    if line.isascii():
+        return byte_offset + 1
+    return len(line.encode("utf-8")[:byte_offset].decode("utf-8", errors="replace")) + 1
+
+
+def _finding(rule: Rule, path: str, ctx: FileContext, hit: Hit) -> Finding:
+    node = hit.node
+    line = node.lineno  # type: ignore[attr-defined]
+    text = ctx.line_text(line)
+    end_line = getattr(node, "end_lineno", None) or line
+    end_offset = getattr(node, "end_col_offset", None)
+    end_col = _column(ctx.line_text(end_line), end_offset) if end_offset is not None else 0
+    return Finding(
+        path=path,
+        line=line,
+        col=_column(text, node.col_offset),  # type: ignore[attr-defined]
+        code=rule.code,
+        name=rule.name,
+        severity=rule.severity,
+        message=hit.message or rule.message,
+        help=hit.help or rule.help,
+        end_line=end_line,
+        end_col=end_col,
+        source_line=text,
+    )
+
+
+def _syntax_error(path: str, source: str, exc: Exception) -> Finding:
+    line = getattr(exc, "lineno", None) or 1
+    col = getattr(exc, "offset", None) or 1
+    lines = source.splitlines()
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    detail = getattr(exc, "msg", None) or str(exc)
+    return Finding(
+        path=path,
+        line=line,
+        col=max(col, 1),
+        code=SYNTAX_ERROR.code,
+        name=SYNTAX_ERROR.name,
+        severity=SYNTAX_ERROR.severity,
+        message=f"{SYNTAX_ERROR.message}: {detail}",
+        help=SYNTAX_ERROR.help,
+        end_line=line,
+        end_col=0,
+        source_line=text,
+    )
+
+
+def lint_source(
+    source: str,
+    path: str = "<string>",
+    rules: list[Rule] | None = None,
+    project: Project | None = None,
+) -> list[Finding]:
+    """Findings for one file's text, noqa applied, sorted."""
+    rules = selected(None, None) if rules is None else rules
+    codes = {r.code for r in rules}
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError) as exc:
+        return [_syntax_error(path, source, exc)] if SYNTAX_ERROR.code in codes else []
+    if not any(word in source for word in _TRIGGERS):
+        return []
+    ctx = FileContext(path, source, tree, project)
+    found: list[Finding] = []
+    for rule in rules:
+        check = CHECKS.get(rule.code)
+        if check is None:
+            continue
+        try:
+            found += [_finding(rule, path, ctx, hit) for hit in check(ctx)]
+        except Exception as exc:  # a bug in a rule: say where, keep the traceback
+            raise RuntimeError(f"dpwise lint: {rule.code} failed on {path}: {exc!r}") from exc
+    noqa = files.noqa_lines(source)
+    return sorted(f for f in set(found) if not files.suppressed(noqa, f.line, f.code, f.name))
+
+
+def lint_paths(
+    paths: Iterable[str] | str,
+    select: Iterable[str] | str | None = None,
+    ignore: Iterable[str] | str | None = None,
+) -> list[Finding]:
+    """Check files and folders (recursing into `*.py`); findings sorted by path, line, column.
+    Unknown rule codes or names, and missing or unreadable paths, raise DpwiseError."""
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    rules = selected(select, ignore)
+    project = Project()
+    found: list[Finding] = []
+    for path in files.discover(paths):
+        try:
+            source = files.read_source(path)
+        except (UnicodeDecodeError, SyntaxError) as exc:
+            if any(r.code == SYNTAX_ERROR.code for r in rules):
+                found.append(_syntax_error(path, "", exc))
+            continue
+        found += lint_source(source, path, rules, project)
+    return sorted(found)

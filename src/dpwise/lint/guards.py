@@ -1,0 +1,207 @@
+"""Which statements run on rank 0 only.
+
+Recognised guards: `if rank == 0:`, `if dist.get_rank() == 0:`, `if local_rank in (-1, 0):`,
+`if int(os.environ["RANK"]) == 0:`, `if not rank:`, flags named like `is_main`, `is_master`,
+`master_process`, `is_main_process()`, `accelerator.is_main_process`, `trainer.is_global_zero`,
+`rank == 0 and ...`, the `else:` of `if rank != 0:`, early exits (`if rank != 0: return` guards the
+rest of the block), and decorators such as `@rank_zero_only`. A function is guarded when every
+same-file call site of it is guarded.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from dpwise.lint import names as N
+from dpwise.lint.analysis import FileContext
+from dpwise.lint.flow import holds_on_entry
+
+RANK0, OTHER, NOT_RANK0 = 1, 0, -1
+_MAIN_FLAGS = frozenset(
+    {
+        "main",
+        "master",
+        "chief",
+        "leader",
+        "primary",
+        "main_process",
+        "master_process",
+        "main_proc",
+        "master_proc",
+        "main_rank",
+        "master_rank",
+        "rank0",
+        "rank_0",
+        "rank_zero",
+        "zero",
+    }
+)
+_NOT_RANK = re.compile(r"node_rank|group_rank|ranks$|nrank|num_rank|rank_size|rank_zero_only")
+_EXITS = ("exit", "_exit", "quit")
+_DECORATORS = ("rank_zero", "rank0", "main_process", "master_only", "on_main", "main_only")
+
+
+def is_main_flag(expr: ast.AST) -> bool:
+    """`is_main`, `args.is_master`, `master_process`, `is_main_process()`, `is_global_zero`."""
+    name = N.last_name(expr).lower().lstrip("_")
+    name = name.removeprefix("is_")
+    name = name.removeprefix("global_").removeprefix("local_")
+    return name in _MAIN_FLAGS
+
+
+def is_rank_name(name: str) -> bool:
+    name = name.lower()
+    return "rank" in name and not _NOT_RANK.search(name)
+
+
+def rank_like(expr: ast.AST) -> bool:
+    """An expression that evaluates to this process's rank (global or local)."""
+    if isinstance(expr, ast.Call):
+        if isinstance(expr.func, ast.Name) and expr.func.id in ("int", "str") and expr.args:
+            return rank_like(expr.args[0])
+        first = N.str_value(expr.args[0]) if expr.args else None
+        if first is not None and N.last_name(expr.func) in ("get", "getenv"):
+            return first in ("RANK", "LOCAL_RANK")
+        return is_rank_name(N.last_name(expr.func))
+    if isinstance(expr, ast.Subscript):
+        return N.str_value(expr.slice) in ("RANK", "LOCAL_RANK")
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod):
+        return rank_like(expr.left) and not isinstance(expr.right, ast.Constant)
+    if isinstance(expr, ast.Name | ast.Attribute):
+        return is_rank_name(N.last_name(expr))
+    return False
+
+
+def mentions_rank(expr: ast.AST) -> bool:
+    """Any rank in the expression: `f"ckpt_{rank}.pt"`, `print("rank", dist.get_rank())`."""
+    return any(
+        isinstance(n, ast.Name | ast.Attribute | ast.Call | ast.Subscript) and rank_like(n)
+        for n in ast.walk(expr)
+    )
+
+
+def _is_zero(expr: ast.AST) -> bool:
+    return isinstance(expr, ast.Constant) and expr.value in (0, "0") and expr.value is not False
+
+
+def _number(expr: ast.AST) -> object:
+    """The value of a numeric literal, `-1` included (a UnaryOp in the tree)."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        inner = _number(expr.operand)
+        return -inner if isinstance(inner, int) else None
+    return expr.value if isinstance(expr, ast.Constant) else None
+
+
+def _compare(test: ast.Compare) -> int:
+    if len(test.ops) != 1:
+        return OTHER
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    if _is_zero(left):
+        left, right = right, left
+        op = {ast.Gt: ast.Lt(), ast.Lt: ast.Gt()}.get(type(op), op)
+    if not rank_like(left):
+        return OTHER
+    if _is_zero(right):
+        if isinstance(op, ast.Eq | ast.Is | ast.LtE):
+            return RANK0
+        if isinstance(op, ast.NotEq | ast.IsNot | ast.Gt):
+            return NOT_RANK0
+    if (
+        isinstance(right, ast.Tuple | ast.List | ast.Set)
+        and any(map(_is_zero, right.elts))
+        and all(_number(e) in (0, -1) for e in right.elts)
+    ):
+        if isinstance(op, ast.In):
+            return RANK0
+        if isinstance(op, ast.NotIn):
+            return NOT_RANK0
+    return OTHER
+
+
+def classify(test: ast.AST) -> int:
+    """RANK0 when the test is true only on rank 0; NOT_RANK0 when true only elsewhere."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = classify(test.operand)
+        return -inner if inner else (RANK0 if rank_like(test.operand) else OTHER)
+    if isinstance(test, ast.BoolOp):
+        parts = [classify(v) for v in test.values]
+        if isinstance(test.op, ast.And):
+            return RANK0 if RANK0 in parts else OTHER
+        if NOT_RANK0 in parts:
+            return NOT_RANK0 if RANK0 not in parts else OTHER
+        return RANK0 if RANK0 in parts else OTHER
+    if isinstance(test, ast.Compare):
+        return _compare(test)
+    if is_main_flag(test):
+        return RANK0
+    return NOT_RANK0 if rank_like(test) else OTHER
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, ast.Return | ast.Raise | ast.Continue | ast.Break):
+        return True
+    return (
+        isinstance(last, ast.Expr)
+        and isinstance(last.value, ast.Call)
+        and N.last_name(last.value.func) in _EXITS
+    )
+
+
+def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    blocks = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if hasattr(stmt, f)]
+    blocks += [h.body for h in getattr(stmt, "handlers", ())]
+    blocks += [c.body for c in getattr(stmt, "cases", ())]
+    return blocks
+
+
+class Guards:
+    """Rank-0 guard status of statements, per scope, computed once per scope on demand."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self._guarded: dict[str, set[ast.stmt]] = {}
+
+    def _statements(self, scope: str) -> set[ast.stmt]:
+        if scope not in self._guarded:
+            out: set[ast.stmt] = set()
+            node = self.ctx.function_node(scope)
+            decorators = getattr(node, "decorator_list", ())
+            start = any(
+                any(word in N.last_name(d).lower() for word in _DECORATORS) for d in decorators
+            )
+            self._walk(self.ctx.body_of(scope), start, out)
+            self._guarded[scope] = out
+        return self._guarded[scope]
+
+    def _walk(self, body: list[ast.stmt], guarded: bool, out: set[ast.stmt]) -> None:
+        for stmt in body:
+            if guarded:
+                out.add(stmt)
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            if isinstance(stmt, ast.If):
+                kind = classify(stmt.test)
+                self._walk(stmt.body, guarded or kind == RANK0, out)
+                self._walk(stmt.orelse, guarded or kind == NOT_RANK0, out)
+                if kind == NOT_RANK0 and _exits(stmt.body):
+                    guarded = True
+                continue
+            for block in _blocks(stmt):
+                self._walk(block, guarded, out)
+
+    def local(self, scope: str, node: ast.AST) -> bool:
+        """Is `node` under a rank-0 guard inside its own function?"""
+        stmt = self.ctx.statement_of(node)
+        return stmt is not None and stmt in self._statements(scope)
+
+    def status(self, node: ast.Call) -> bool | None:
+        """True: rank 0 only; False: runs on every rank on some path; None: cannot tell
+        (inside a function this file never calls)."""
+        scope = self.ctx.scope(node)
+        if self.local(scope, node):
+            return True
+        return holds_on_entry(self.ctx, scope, self.local)

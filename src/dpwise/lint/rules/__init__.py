@@ -1,0 +1,119 @@
+"""The rule registry: one module per rule, each with `RULE` (metadata and docs) and `check(ctx)`.
+
+Codes are stable: a rule keeps its code for life; a removed rule's code is never reused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from dpwise.errors import DpwiseError
+from dpwise.lint.analysis import FileContext
+from dpwise.lint.model import Hit, Rule
+from dpwise.lint.rules import (
+    accumulation_without_no_sync,
+    batchnorm_without_sync,
+    data_parallel_usage,
+    ddp_before_init_process_group,
+    deprecated_amp_api,
+    grad_scaler_in_loop,
+    hardcoded_master_port,
+    missing_destroy_process_group,
+    missing_distributed_sampler,
+    missing_set_device,
+    missing_set_epoch,
+    shuffle_with_sampler,
+    spawn_under_torchrun,
+    unguarded_rank_side_effect,
+    wrapped_state_dict,
+)
+
+Check = Callable[[FileContext], Iterator[Hit]]
+
+SYNTAX_ERROR = Rule(
+    code="DPW000",
+    name="syntax-error",
+    severity="error",
+    summary="the file cannot be parsed (or decoded) as Python",
+    message="syntax error",
+    help="fix the syntax error; no other rule can check this file until it parses",
+    docs="""\
+## What it does
+Reports a file that Python cannot parse (or decode), with the parser's message and position. The
+other files are still checked. Reported even under `--select`, unless ignored by name or code.
+
+## Why is this bad?
+A training script that does not parse fails on every rank at start-up, and no other rule can look
+at it.
+
+## Example
+```python
+for epoch in range(10)
+    train(epoch)
+```
+
+## Use instead
+```python
+for epoch in range(10):
+    train(epoch)
+```
+""",
+)
+
+_MODULES = (
+    data_parallel_usage,
+    missing_set_device,
+    ddp_before_init_process_group,
+    missing_distributed_sampler,
+    missing_set_epoch,
+    shuffle_with_sampler,
+    spawn_under_torchrun,
+    hardcoded_master_port,
+    unguarded_rank_side_effect,
+    wrapped_state_dict,
+    missing_destroy_process_group,
+    grad_scaler_in_loop,
+    deprecated_amp_api,
+    accumulation_without_no_sync,
+    batchnorm_without_sync,
+)
+
+RULES: tuple[Rule, ...] = (SYNTAX_ERROR, *(m.RULE for m in _MODULES))
+CHECKS: dict[str, Check] = {m.RULE.code: m.check for m in _MODULES}
+_BY_KEY = {key: rule for rule in RULES for key in (rule.code.lower(), rule.name)}
+
+
+def find_rule(token: str) -> Rule | None:
+    """A rule by code (`DPW004`, any case) or name (`missing-distributed-sampler`)."""
+    return _BY_KEY.get(token.strip().lower())
+
+
+def parse_rules(values: Iterable[str] | str | None, option: str) -> set[str] | None:
+    """Comma-separated codes or names (the option may repeat) -> codes; `ALL` = every rule."""
+    if values is None:
+        return None
+    if isinstance(values, str):
+        values = [values]
+    codes: set[str] = set()
+    for value in values:
+        for token in filter(None, (t.strip() for t in value.split(","))):
+            if token.upper() == "ALL":
+                codes |= {r.code for r in RULES}
+                continue
+            rule = find_rule(token)
+            if rule is None:
+                raise DpwiseError(
+                    f"{option}: unknown rule {token!r}; expected a code (DPW001) or a name "
+                    "(missing-set-epoch), see 'dpwise lint --list-rules'"
+                )
+            codes.add(rule.code)
+    return codes
+
+
+def selected(select: Iterable[str] | str | None, ignore: Iterable[str] | str | None) -> list[Rule]:
+    """The rules to run: `select` (default: all), minus `ignore`. `syntax-error` stays on unless
+    ignored."""
+    chosen = parse_rules(select, "--select")
+    ignored = parse_rules(ignore, "--ignore") or set()
+    codes = {r.code for r in RULES} if chosen is None else chosen | {SYNTAX_ERROR.code}
+    return [r for r in RULES if r.code in codes and r.code not in ignored]

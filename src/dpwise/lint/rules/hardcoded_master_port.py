@@ -1,0 +1,122 @@
+"""DPW008 hardcoded-master-port: `MASTER_PORT` set to a literal."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from dpwise.lint import names as N
+from dpwise.lint.analysis import FileContext
+from dpwise.lint.index import MODULE
+from dpwise.lint.loaders import keyword
+from dpwise.lint.model import Hit, Rule
+
+DOCS = """\
+## What it does
+Checks for `MASTER_PORT` set to a literal: `os.environ["MASTER_PORT"] = "29500"` (a string, an int,
+`str(29500)`, or a module-level constant such as `PORT = "12355"`), `os.environ.update(MASTER_PORT=
+"29500")` / `os.environ.update({"MASTER_PORT": "29500"})`, and a literal port in
+`init_process_group(init_method="tcp://host:23456")`.
+
+`os.environ.setdefault("MASTER_PORT", "29500")` and `os.environ.get("MASTER_PORT", "29500")` are not
+reported: they only supply a default that the launcher or the user can override through the
+environment, which is the fix this rule asks for.
+
+## Why is this bad?
+The rendezvous port is per node, not per job. A second job on the same node (a sweep, a colleague,
+a test run that did not exit) binds the same port: the new job fails with `EADDRINUSE`, or worse,
+its workers join the other job's rendezvous and hang.
+
+## Example
+```python
+os.environ["MASTER_ADDR"] = "127.0.0.1"
+os.environ["MASTER_PORT"] = "29500"
+```
+
+## Use instead
+```python
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+os.environ.setdefault("MASTER_PORT", str(free_port()))
+```
+Or launch with `torchrun --standalone`, which picks a free port and sets `MASTER_PORT` itself.
+"""
+
+RULE = Rule(
+    code="DPW008",
+    name="hardcoded-master-port",
+    severity="warning",
+    summary="`MASTER_PORT` is set to a literal (collides with the next job on the node)",
+    message="`MASTER_PORT` is set to a literal: the next job on this node collides with it",
+    help="pick a free port (bind port 0 and read it back), keep a value from the environment "
+    "(`os.environ.setdefault`), or use `torchrun --standalone`",
+    docs=DOCS,
+)
+
+_TCP = re.compile(r"^tcp://.*:\d+$")
+
+
+def _constant(ctx: FileContext, expr: ast.AST) -> bool:
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, int | str) and str(expr.value).strip().isdigit()
+    if isinstance(expr, ast.JoinedStr):
+        return all(_constant(ctx, v) for v in expr.values)
+    if isinstance(expr, ast.FormattedValue):
+        return _constant(ctx, expr.value)
+    if isinstance(expr, ast.Call) and N.last_name(expr.func) == "str" and len(expr.args) == 1:
+        return _constant(ctx, expr.args[0])
+    if isinstance(expr, ast.Name) and expr.id.isupper():
+        values = [
+            s.value  # type: ignore[attr-defined]
+            for s in ctx.idx.assigns.get(MODULE, ())
+            if isinstance(s, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == expr.id for t in s.targets)
+        ]
+        return len(values) == 1 and _constant(ctx, values[0])
+    return False
+
+
+def _environ_writes(ctx: FileContext) -> Iterator[tuple[ast.AST, ast.AST]]:
+    """(node to report, value) for every `MASTER_PORT` assignment."""
+    for node in ctx.idx.environ:
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            parent = ctx.idx.parents.get(node)
+            if N.str_value(node.slice) == "MASTER_PORT" and isinstance(parent, ast.Assign):
+                yield parent, parent.value
+    for call in ctx.calls_to({"os.environ.update"}):
+        for k in call.keywords:
+            if k.arg == "MASTER_PORT":
+                yield k, k.value
+        for arg in call.args:
+            if isinstance(arg, ast.Dict):
+                for key, value in zip(arg.keys, arg.values, strict=True):
+                    if key is not None and N.str_value(key) == "MASTER_PORT":
+                        yield key, value
+
+
+def _init_methods(ctx: FileContext) -> Iterator[ast.AST]:
+    for call in ctx.init_calls:
+        method = keyword(call, "init_method") or (call.args[1] if len(call.args) > 1 else None)
+        if isinstance(method, ast.JoinedStr):
+            text = "".join(N.str_value(v) or "{}" for v in method.values)
+        else:
+            text = N.str_value(method) or "" if method is not None else ""
+        if _TCP.match(text):
+            yield method  # type: ignore[misc]
+
+
+def check(ctx: FileContext) -> Iterator[Hit]:
+    for node, value in _environ_writes(ctx):
+        if _constant(ctx, value):
+            yield Hit(node)
+    for node in _init_methods(ctx):
+        yield Hit(
+            node,
+            message="`init_method` has a literal TCP port: the next job on this node "
+            "collides with it",
+        )

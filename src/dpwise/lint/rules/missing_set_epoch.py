@@ -1,0 +1,94 @@
+"""DPW005 missing-set-epoch: a DistributedSampler that shuffles the same way every epoch."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from dpwise.lint import names as N
+from dpwise.lint.analysis import FileContext
+from dpwise.lint.loaders import bound_names, data_says_eval, dataset_arg, keyword, purpose
+from dpwise.lint.model import Hit, Rule
+
+DOCS = """\
+## What it does
+Checks files that build a shuffling `DistributedSampler` and run an epoch loop (`for epoch in ...`)
+for a call of `set_epoch` with a non-constant argument (`sampler.set_epoch(epoch)`,
+`loader.sampler.set_epoch(epoch)`, on any receiver). Samplers built with `shuffle=False` and
+samplers for evaluation data are not reported.
+
+## Why is this bad?
+`DistributedSampler` seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` the epoch
+stays 0, so every epoch visits the samples in the same order: the shuffle happens once.
+
+## Example
+```python
+sampler = DistributedSampler(dataset)
+loader = DataLoader(dataset, batch_size=64, sampler=sampler)
+for epoch in range(epochs):
+    for x, y in loader:
+        ...
+```
+
+## Use instead
+```python
+sampler = DistributedSampler(dataset)
+loader = DataLoader(dataset, batch_size=64, sampler=sampler)
+for epoch in range(epochs):
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        ...
+```
+
+## References
+- https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler
+  ("calling the `set_epoch()` method at the beginning of each epoch before creating the
+  `DataLoader` iterator is necessary to make shuffling work properly across multiple epochs")
+"""
+
+RULE = Rule(
+    code="DPW005",
+    name="missing-set-epoch",
+    severity="warning",
+    summary="a `DistributedSampler` is used but `set_epoch` is never called in the epoch loop",
+    message="`DistributedSampler` without `set_epoch(epoch)`: every epoch uses the same order",
+    help="call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the loader",
+    docs=DOCS,
+)
+
+
+def _epoch_loop(ctx: FileContext) -> bool:
+    for loop in ctx.idx.loops:
+        target = getattr(loop, "target", None)
+        if target is not None and any(
+            isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target)
+        ):
+            return True
+    return False
+
+
+def _sets_epoch(ctx: FileContext) -> bool:
+    return any(
+        (c.args and not isinstance(c.args[0], ast.Constant)) or c.keywords
+        for c in ctx.calls_named("set_epoch")
+    )
+
+
+def _for_eval(ctx: FileContext, call: ast.Call) -> bool:
+    said = purpose(*bound_names(ctx, call))
+    if said is not None:
+        return said == "eval"
+    data = dataset_arg(call)
+    return data is not None and data_says_eval(ctx, data, ctx.scope(call))
+
+
+def check(ctx: FileContext) -> Iterator[Hit]:
+    samplers = ctx.calls_to(N.DISTRIBUTED_SAMPLER)
+    if not samplers or _sets_epoch(ctx) or not _epoch_loop(ctx):
+        return
+    for call in samplers:
+        shuffle = keyword(call, "shuffle")
+        if isinstance(shuffle, ast.Constant) and shuffle.value is False:
+            continue
+        if not _for_eval(ctx, call):
+            yield Hit(call)

@@ -1,0 +1,133 @@
+"""DPW009 unguarded-rank-side-effect: files written (or results printed) by every rank."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from dpwise.lint import names as N
+from dpwise.lint.analysis import FileContext
+from dpwise.lint.guards import Guards, mentions_rank
+from dpwise.lint.loaders import keyword, tokens
+from dpwise.lint.model import Hit, Rule
+
+DOCS = """\
+## What it does
+Checks DDP scripts for side effects that should happen once, run outside a rank-0 guard:
+`torch.save`, `np.save*`, `json.dump` / `pickle.dump` / `yaml.dump`, `open(..., "w"/"a"/"x")`,
+`Path.write_text`, `.to_csv`, `.savefig`, `.save_pretrained`, `shutil.copy*`, a `SummaryWriter`,
+and `print` of metrics (a `print` that mentions a loss, an accuracy, a score...).
+
+Guards recognised: `if rank == 0:`, `if dist.get_rank() == 0:`, `if local_rank in (-1, 0):`,
+`if not rank:`, flags named like `is_main`, `is_master`, `master_process`, `is_main_process()`,
+`cond and rank == 0`, the `else:` of `if rank != 0:`, an early `if rank != 0: return`, and
+decorators like `@rank_zero_only`. A function is guarded when every same-file call of it is.
+
+Not reported: writes whose path or text contains the rank (`f"ckpt_rank{rank}.pt"`,
+`print(f"rank {rank}: epoch {epoch} done")` are deliberately per rank; the guide's
+`print(f"Rank {rank} Epoch {epoch} completed")` is such a progress line), progress prints that
+mention no metric, and side effects inside functions this file never calls (whoever calls them
+decides). `torch.distributed.checkpoint.save` is collective and must run on every rank; it is not
+`torch.save` and is not reported.
+
+## Why is this bad?
+Every rank writes the same file at the same time: truncated or interleaved checkpoints, races on
+rename, world-size times the I/O, and logs that repeat every line once per process.
+
+## Example
+```python
+torch.save(model.module.state_dict(), "checkpoint.pt")
+print(f"epoch {epoch}: loss {loss.item():.4f}")
+```
+
+## Use instead
+```python
+if dist.get_rank() == 0:
+    torch.save(model.module.state_dict(), "checkpoint.pt")
+    print(f"epoch {epoch}: loss {loss.item():.4f}")
+```
+"""
+
+RULE = Rule(
+    code="DPW009",
+    name="unguarded-rank-side-effect",
+    severity="warning",
+    summary="in a DDP script, a file is written (or a result printed) by every rank",
+    message="runs on every rank: each process writes the same output",
+    help="guard it with `if rank == 0:` (or `if dist.get_rank() == 0:`); put the rank in the file "
+    "name if each rank should write its own",
+    docs=DOCS,
+)
+
+_METHODS = ("to_csv", "to_parquet", "savefig", "save_pretrained", "write_text", "write_bytes")
+_METRICS = frozenset(
+    {"loss", "losses", "acc", "accuracy", "metric", "metrics", "score", "f1", "ppl"}
+    | {"perplexity", "top1", "top5", "auc", "bleu", "rouge", "mse", "mae", "rmse", "precision"}
+    | {"recall", "map", "miou", "iou"}
+)
+
+
+def _writes(mode: ast.AST | None) -> bool:
+    text = N.str_value(mode) if mode is not None else None
+    return text is not None and any(ch in text for ch in "wax")
+
+
+def _open_mode(call: ast.Call, index: int) -> ast.AST | None:
+    mode = keyword(call, "mode")
+    return mode if mode is not None else (call.args[index] if len(call.args) > index else None)
+
+
+def _inside_written_open(ctx: FileContext, call: ast.Call) -> bool:
+    for parent in ctx.ancestors(call):
+        if isinstance(parent, ast.With | ast.AsyncWith):
+            for item in parent.items:
+                expr = item.context_expr
+                if isinstance(expr, ast.Call) and _describe(ctx, expr) is not None:
+                    return True
+    return False
+
+
+def _reports_metrics(call: ast.Call) -> bool:
+    words: set[str] = set()
+    for node in ast.walk(call):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            words |= tokens(node.value)
+        elif isinstance(node, ast.Name | ast.Attribute):
+            words |= tokens(N.last_name(node))
+    return bool(words & _METRICS)
+
+
+def _describe(ctx: FileContext, call: ast.Call) -> str | None:
+    """What the side effect is, or None when the call has none worth guarding."""
+    q, name, func = ctx.qual(call.func), N.last_name(call.func), call.func
+    if q in N.SAVE:
+        return f"`{q}`"
+    if q in N.DUMP:
+        few = q.startswith("yaml") and len(call.args) < 2 and keyword(call, "stream") is None
+        return None if few or _inside_written_open(ctx, call) else f"`{q}`"
+    if q in N.SUMMARY_WRITER:
+        return "`SummaryWriter(...)`"
+    builtin = isinstance(func, ast.Name) and q is None and name not in ctx.idx.bound
+    if builtin and name == "open" and _writes(_open_mode(call, 1)):
+        return '`open(..., "w")`'
+    if isinstance(func, ast.Attribute) and name == "open" and _writes(_open_mode(call, 0)):
+        return '`.open("w")`'
+    if isinstance(func, ast.Attribute) and name in _METHODS and (call.args or call.keywords):
+        return f"`.{name}(...)`"
+    if builtin and name == "print" and _reports_metrics(call):
+        return "`print` of metrics"
+    return None
+
+
+def check(ctx: FileContext) -> Iterator[Hit]:
+    if not ctx.is_ddp_script:
+        return
+    guards = Guards(ctx)
+    for call in ctx.idx.all_calls():
+        what = _describe(ctx, call)
+        if what is None or mentions_rank(call):
+            continue
+        if guards.status(call) is False:
+            yield Hit(
+                call, message=f"{what} runs on every rank: each process writes the same output"
+            )

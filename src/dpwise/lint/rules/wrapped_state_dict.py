@@ -1,0 +1,120 @@
+"""DPW010 wrapped-state-dict: saving a DDP / DataParallel wrapper's state dict."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from dpwise.lint import names as N
+from dpwise.lint.analysis import FileContext
+from dpwise.lint.index import pos
+from dpwise.lint.model import Hit, Rule
+from dpwise.lint.wrappers import Wrappers
+
+DOCS = """\
+## What it does
+Checks for `model.state_dict()` where `model` holds a `DistributedDataParallel` or `DataParallel`
+wrapper, when the result is saved (`torch.save(model.state_dict(), ...)`, a dict or variable that is
+later passed to `torch.save` or `safetensors.torch.save_file`, an argument of a same-file function
+that saves) or returned. The wrapper is followed through assignments (`model = DDP(model)`), through
+`self.model = DDP(...)` in a class, and into same-file functions through their parameters
+(`save_checkpoint(ddp_model, ...)`). `model.module.state_dict()` is what it should be and is not
+reported.
+
+## Why is this bad?
+The wrapper holds the model as `.module`, so every key gets a `module.` prefix
+(`module.fc1.weight`). Loading the file into the plain model fails with missing and unexpected keys,
+or needs the prefix stripped by hand; the checkpoint also depends on how it was trained.
+
+## Example
+```python
+model = DDP(model, device_ids=[local_rank])
+torch.save(model.state_dict(), "model.pt")
+```
+
+## Use instead
+```python
+model = DDP(model, device_ids=[local_rank])
+torch.save(model.module.state_dict(), "model.pt")
+```
+
+## References
+- https://pytorch.org/tutorials/intermediate/ddp_tutorial.html (save and load checkpoints)
+"""
+
+RULE = Rule(
+    code="DPW010",
+    name="wrapped-state-dict",
+    severity="warning",
+    summary="the state dict of a DDP / DataParallel wrapper is saved (keys get a `module.` prefix)",
+    message="saves the state dict of a wrapper: every key gets a `module.` prefix",
+    help="save `model.module.state_dict()` (the unwrapped model)",
+    docs=DOCS,
+)
+
+SAVES = frozenset({"torch.save", "safetensors.torch.save_file", "safetensors.torch.save_model"})
+
+
+def _saves(ctx: FileContext, call: ast.Call) -> bool:
+    if ctx.qual(call.func) in SAVES:
+        return True
+    key = ctx.callee(call)
+    return key is not None and any(ctx.qual(c.func) in SAVES for c in ctx.idx.calls.get(key, ()))
+
+
+def _uses(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def _later_saved(ctx: FileContext, scope: str, stmt: ast.stmt, names: set[str]) -> bool:
+    after = pos(stmt)
+    if any(pos(c) > after and _saves(ctx, c) and _uses(c, names) for c in ctx.idx.calls[scope]):
+        return True
+    fn = ctx.function_node(scope)
+    return any(
+        isinstance(n, ast.Return) and n.value is not None and _uses(n.value, names)
+        for n in ast.walk(fn)
+    )
+
+
+def _assigned_names(stmt: ast.stmt) -> set[str]:
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+    names = set()
+    for target in targets:
+        while isinstance(target, ast.Subscript | ast.Attribute):
+            target = target.value
+        if isinstance(target, ast.Name):
+            names.add(target.id)
+    return names
+
+
+def _kept(ctx: FileContext, call: ast.Call) -> bool:
+    """Is the state dict saved or returned?"""
+    for parent in ctx.ancestors(call):
+        if isinstance(parent, ast.Call) and _saves(ctx, parent):
+            return True
+        if isinstance(parent, ast.Return):
+            return True
+        if isinstance(parent, ast.Assign | ast.AnnAssign):
+            names = _assigned_names(parent)
+            return bool(names) and _later_saved(ctx, ctx.scope(call), parent, names)
+        if isinstance(parent, ast.stmt):
+            return False
+    return False
+
+
+def check(ctx: FileContext) -> Iterator[Hit]:
+    if not ctx.calls_to(N.DDP | N.DATA_PARALLEL):
+        return
+    wrappers = Wrappers(ctx)
+    for call in ctx.calls_named("state_dict"):
+        func = call.func
+        if not isinstance(func, ast.Attribute) or call.args:
+            continue
+        kind = wrappers.kind(func.value, ctx.scope(call), pos(call))
+        if kind and _kept(ctx, call):
+            yield Hit(
+                call,
+                message=f"saves the state dict of a `{kind}` wrapper: every key gets a "
+                "`module.` prefix",
+            )

@@ -8,6 +8,8 @@ GIB = 1024**3
 SMALL = {"single": 2 * GIB, "dp": 3 * GIB, "ddp": 3 * GIB, "fsdp": 1 * GIB}  # of 80 GiB
 LARGE = {"single": 50 * GIB, "dp": 60 * GIB, "ddp": 55 * GIB, "fsdp": 20 * GIB}
 TOO_BIG = {"single": 150 * GIB, "dp": 160 * GIB, "ddp": 155 * GIB, "fsdp": 40 * GIB}
+DDP_OVER = {"single": 70 * GIB, "dp": 80 * GIB, "ddp": 75 * GIB, "fsdp": 30 * GIB}
+DP_OVER = {"single": 30 * GIB, "dp": 75 * GIB, "ddp": 35 * GIB, "fsdp": 20 * GIB}
 HOPELESS = {"single": 900 * GIB, "dp": 900 * GIB, "ddp": 900 * GIB, "fsdp": 300 * GIB}
 
 
@@ -41,14 +43,35 @@ CASES = [
         situation(gpus=8, peaks=TOO_BIG),
         "fsdp",
         "model-does-not-fit",
-        "ddp",
+        None,
     ),
     (
         "too big, multi-node",
         situation(gpus=8, nodes=4, peaks=TOO_BIG),
         "fsdp",
         "model-does-not-fit",
+        None,
+    ),
+    (
+        "single fits, ddp buckets do not",
+        situation(gpus=2, peaks=DDP_OVER),
+        "fsdp",
+        "model-does-not-fit",
+        None,
+    ),
+    (
+        "too big for the only GPU",
+        situation(gpus=1, peaks=TOO_BIG),
+        "single",
+        "model-does-not-fit-one-gpu",
+        None,
+    ),
+    (
+        "prototype, dp device 0 overflows",
+        situation(gpus=2, goal="prototype", peaks=DP_OVER),
         "ddp",
+        "production-few-gpus",
+        "dp",
     ),
     ("CPU only", situation(gpus=0), "single", "cpu-only", "ddp"),
     ("one GPU", situation(gpus=1), "single", "single-gpu", None),
@@ -65,9 +88,9 @@ def test_rules(name, s, strategy, rule, runner_up):
 
 def test_answers_carry_the_numbers_they_used():
     answer = decide(situation(gpus=8, peaks=TOO_BIG))
-    assert "150.00 GiB of 80.00 GiB" in answer.reasons[0]
+    assert "ddp needs 155.00 GiB of 80.00 GiB per device" in answer.reasons[0]
     assert "40.00 GiB of 80.00 GiB each" in answer.reasons[1]
-    assert "166.67 GiB" in answer.changes[0]
+    assert "172.22 GiB" in answer.changes[0]
     assert answer.world_size == 8 and "fully_shard" in answer.launch[0]
 
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from dpwise.advise import decide, from_results, situation
 from dpwise.errors import DpwiseError
 from dpwise.estimate import Settings, estimate_all, facts_dict, facts_from_count, model_facts
-from dpwise.facts import as_dict, gather
+from dpwise.facts import Fact, as_dict, gather
 from dpwise.workload import resolve_workload
 
 
@@ -88,17 +88,39 @@ def _model_facts(req: AdviseRequest, facts: dict, results: dict | None):
     return model_facts(workload, cfg)
 
 
+def _from_run(req: AdviseRequest, results: dict[str, Any] | None) -> AdviseRequest:
+    """Settings the compared run used fill what the flags leave open."""
+    if results is None:
+        return req
+    w = results["workload"]
+    return replace(
+        req,
+        batch_size=req.batch_size or w.get("batch_size"),
+        precision=req.precision or w.get("precision"),
+        optimizer=req.optimizer or w.get("optimizer"),
+    )
+
+
 def advise(req: AdviseRequest) -> dict[str, Any]:
     results = None if req.from_results is None else load_results(req.from_results)
+    run_req = _from_run(req, results)
     facts = gather(
         req.gpus,
         req.nodes,
         req.device_memory,
         req.goal,
-        req.batch_size,
-        req.precision,
-        req.optimizer,
+        run_req.batch_size,
+        run_req.precision,
+        run_req.optimizer,
     )
+    if results is not None:
+        for name, given in (
+            ("batch_size", req.batch_size),
+            ("precision", req.precision),
+            ("optimizer", req.optimizer),
+        ):
+            if given is None and facts[name].source == "given":
+                facts[name] = Fact(facts[name].value, "given", "from the results.json run")
     mf = _model_facts(req, facts, results)
     gpus, nodes = int(facts["gpus"].value), int(facts["nodes"].value)
     world = gpus * nodes if gpus else 2

@@ -116,28 +116,38 @@ def _cpu_only(s: Situation) -> Recommendation | None:
 
 
 def _too_big(s: Situation) -> Recommendation | None:
-    if s.peaks is None or _fits(s, "single"):
+    """The data-parallel candidate (single on one device, else ddp) does not fit its device."""
+    world = max(s.gpus, 1) * s.nodes
+    candidate = "single" if world == 1 else "ddp"
+    if s.peaks is None or _fits(s, candidate):
         return None
-    fits = _fits(s, "fsdp")
-    reasons = [
-        f"one device needs {_peak_text(s, 'single')} (limit {int(HEADROOM * 100)} %): the model "
-        "does not fit, and dp / ddp keep a full copy on every device",
-        f"fsdp shards parameters, gradients and optimizer state over {s.gpus * s.nodes} "
-        f"device(s): {_peak_text(s, 'fsdp')} each",
-    ]
-    if not fits:
-        reasons.append(
-            "even sharded it does not fit: add GPUs, use activation checkpointing, a smaller "
-            "batch, bf16, or CPU offload"
-        )
-    return _rec(
-        "fsdp",
-        "model-does-not-fit",
-        s,
-        reasons,
-        "ddp",
-        [f"devices with at least {gib(s.peaks['single'] / HEADROOM)} each would allow ddp"],
+    remedies = "use activation checkpointing, a smaller batch, bf16, or CPU offload"
+    need = (
+        f"devices with at least {gib(s.peaks[candidate] / HEADROOM)} each would allow {candidate}"
     )
+    if world == 1:
+        return _rec(
+            "single",
+            "model-does-not-fit-one-gpu",
+            s,
+            [
+                f"one device needs {_peak_text(s, 'single')} (limit {int(HEADROOM * 100)} %): the "
+                "model does not fit and there is no second device to shard over",
+                f"add GPUs (then fsdp), or {remedies}",
+            ],
+            None,
+            [need, "two or more GPUs → fsdp"],
+        )
+    reasons = [
+        f"{candidate} needs {_peak_text(s, candidate)} per device (limit "
+        f"{int(HEADROOM * 100)} %): dp and ddp keep a full copy of the model states on every "
+        "device",
+        f"fsdp shards parameters, gradients and optimizer state over {world} devices: "
+        f"{_peak_text(s, 'fsdp')} each",
+    ]
+    if not _fits(s, "fsdp"):
+        reasons.append(f"even sharded it does not fit: add GPUs, or {remedies}")
+    return _rec("fsdp", "model-does-not-fit", s, reasons, None, [need])
 
 
 def _multi_node(s: Situation) -> Recommendation | None:
@@ -207,7 +217,7 @@ def _large(s: Situation) -> Recommendation | None:
 
 
 def _prototype(s: Situation) -> Recommendation | None:
-    if s.goal != "prototype":
+    if s.goal != "prototype" or not _fits(s, "dp"):
         return None
     return _rec(
         "dp",
@@ -255,13 +265,13 @@ def from_results(results: dict[str, Any], s: Situation) -> Recommendation:
         f"measured peak per device of {best['label']}: "
         f"{gib(max(d['peak_bytes'] or 0 for d in best['memory']['per_device']))}",
     ]
-    answer = _rec(
+    world = int(rec.get("world_size", 1))
+    return Recommendation(
         rec["strategy"],
         "measured-results",
-        s,
         reasons,
         rec.get("runner_up"),
         ["other hardware or another workload: run dpwise compare there"],
+        launch_commands(rec["strategy"], world, 1),
+        world,
     )
-    answer.world_size = int(rec.get("world_size", answer.world_size))
-    return answer

@@ -81,7 +81,8 @@ def steps_per_epoch(rows: int, batch_size: int, accum_steps: int) -> int:
     if steps == 0:
         raise DpwiseError(
             f"the data set has {rows} samples, fewer than one optimizer step needs "
-            f"(--batch-size {batch_size} × --accum-steps {accum_steps}); use a smaller batch"
+            f"(batch size {batch_size} × {accum_steps} accumulation step(s)); use a smaller "
+            "--batch-size"
         )
     return steps
 
@@ -113,6 +114,7 @@ class Loop:
             self.cfg.weight_decay,
         )
         self.precision = Precision(self.cfg.precision, strategy.device.type)
+        self.check_output = workload.check_output
         self.loss_fn = nn.CrossEntropyLoss()  # mean reduction: the equivalence contract needs it
         facts = strategy.describe()
         self.result = RunResult(
@@ -141,7 +143,7 @@ class Loop:
             sync = self.strategy.no_sync(self.model) if micro < k - 1 else nullcontext()
             with sync:
                 with self.precision.autocast():
-                    loss = self.loss_fn(self.model(x), y)
+                    loss = self.loss_fn(self.check_output(self.model(x)), y)
                     if k > 1:
                         loss = loss / k
                 self.precision.backward(loss)

@@ -30,7 +30,8 @@ class ModelFacts:
     parameters: int
     param_bytes: int
     trainable_bytes: int
-    largest_block_bytes: int  # the largest direct child: FSDP gathers one such unit at a time
+    largest_block_bytes: int  # the largest unit FSDP gathers at once (a repeated block or the rest)
+    blocks: int  # units FSDP would wrap: the repeated blocks plus the root
     per_sample_bytes: float  # batch-dependent memory per sample
     fixed_bytes: float  # what the measured step adds beyond model states at batch 0
     input_bytes_per_sample: int
@@ -42,7 +43,7 @@ def _bytes(module: nn.Module) -> int:
     return sum(p.numel() * p.element_size() for p in module.parameters())
 
 
-def largest_unit(model: nn.Module) -> int:
+def fsdp_units(model: nn.Module) -> tuple[int, int]:
     """Bytes of the largest unit FSDP would gather at once, wrapping each repeated block.
 
     Repeated blocks are the elements of a ModuleList / Sequential with two or more children that
@@ -56,15 +57,19 @@ def largest_unit(model: nn.Module) -> int:
                 blocks += [c for c in children if not any(c is b for b in blocks)]
     inner = {id(p) for b in blocks for p in b.parameters()}
     root = sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in inner)
-    return max([root, *(_bytes(b) for b in blocks)])
+    return max([root, *(_bytes(b) for b in blocks)]), len(blocks) + (1 if root else 0)
 
 
-def _states(model: nn.Module) -> tuple[int, int, int, int]:
+def largest_unit(model: nn.Module) -> int:
+    return fsdp_units(model)[0]
+
+
+def _states(model: nn.Module) -> tuple[int, int, int, int, int]:
     params = list(model.parameters())
     count = sum(p.numel() for p in params)
     total = sum(p.numel() * p.element_size() for p in params)
     trainable = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
-    return count, total, trainable, largest_unit(model)
+    return count, total, trainable, *fsdp_units(model)
 
 
 def _sample(workload: Workload, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,7 +111,7 @@ def _measured_peak(workload: Workload, batch: int, cfg: dict[str, Any]) -> int:
             for _ in range(2):  # the second step already holds the optimizer state
                 x, y = data.get(rows)
                 with amp.autocast():
-                    loss = nn.functional.cross_entropy(model(x), y)
+                    loss = nn.functional.cross_entropy(workload.check_output(model(x)), y)
                 amp.backward(loss)
                 amp.step(opt)
                 opt.zero_grad(set_to_none=True)
@@ -132,9 +137,9 @@ def _saved_bytes(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> int:
     return sum(seen.values())
 
 
-def _io_bytes(model: nn.Module, x: torch.Tensor) -> tuple[int, int]:
+def _io_bytes(workload: Workload, model: nn.Module, x: torch.Tensor) -> tuple[int, int]:
     with torch.no_grad():
-        out = model(x[:1])
+        out = workload.check_output(model(x[:1]))
     return x[0].numel() * x.element_size(), out[0].numel() * out.element_size()
 
 
@@ -142,7 +147,7 @@ def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
     """cfg: precision, optimizer, momentum, seed. Never allocates a large model's memory."""
     with torch.device("meta"):
         meta_model = workload.build_model()
-    count, total, trainable, block = _states(meta_model)
+    count, total, trainable, block, blocks = _states(meta_model)
     states = total + trainable + optimizer_bytes(trainable, cfg["optimizer"], cfg["momentum"])
     states += amp_cast_bytes(count, cfg["precision"])
     if total <= REAL_RUN_LIMIT:
@@ -152,16 +157,18 @@ def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
         fixed = max(0.0, p1 - states - per_sample * b1)
         x, _ = _sample(workload, 1, cfg["seed"])
         torch.manual_seed(cfg["seed"])
-        inp, out = _io_bytes(workload.build_model(), x)
+        inp, out = _io_bytes(workload, workload.build_model(), x)
         return ModelFacts(
-            count, total, trainable, block, per_sample, fixed, inp, out, "measured-cpu"
+            count, total, trainable, block, blocks, per_sample, fixed, inp, out, "measured-cpu"
         )
     x, y = _sample(workload, 2, cfg["seed"])
     x, y = x.to("meta"), y.to("meta")
+    inp, out = _io_bytes(workload, meta_model, x)  # checks the output before tracing
     s1 = _saved_bytes(meta_model, x[:1], y[:1])
     s2 = _saved_bytes(meta_model, x, y)
-    inp, out = _io_bytes(meta_model, x)
-    return ModelFacts(count, total, trainable, block, float(s2 - s1), 0.0, inp, out, "meta-trace")
+    return ModelFacts(
+        count, total, trainable, block, blocks, float(s2 - s1), 0.0, inp, out, "meta-trace"
+    )
 
 
 @dataclass(frozen=True)
@@ -195,7 +202,8 @@ def per_device(facts: ModelFacts, strategy: str, world: int, s: Settings) -> lis
         one = {**_base(facts, s), "ddp_buckets": facts.trainable_bytes}
         return [{**one, "activations": _activations(facts, local)} for _ in range(world)]
     if strategy == "fsdp":
-        one = {**_base(facts, s, shard=world), "fsdp_gathered_units": 2 * facts.largest_block_bytes}
+        units = 0 if world == 1 else min(2, facts.blocks) * facts.largest_block_bytes
+        one = {**_base(facts, s, shard=world), "fsdp_gathered_units": units}
         return [{**one, "activations": _activations(facts, local)} for _ in range(world)]
     replica = {
         "parameters": facts.param_bytes,
@@ -206,7 +214,8 @@ def per_device(facts: ModelFacts, strategy: str, world: int, s: Settings) -> lis
     device0 = {
         **_base(facts, s),
         "activations": _activations(facts, local),
-        "dp_full_batch_inputs": facts.input_bytes_per_sample * s.batch_size,
+        # the local chunk's rows are already in the measured activations
+        "dp_full_batch_inputs": int(facts.input_bytes_per_sample * (s.batch_size - local)),
         "dp_gathered_outputs": facts.output_bytes_per_sample * s.batch_size,
     }
     return [device0] + [dict(replica) for _ in range(world - 1)]
@@ -236,6 +245,18 @@ def facts_dict(facts: ModelFacts) -> dict[str, Any]:
 
 
 def facts_from_count(parameters: int) -> ModelFacts:
-    """--params N without a model: fp32 weights; activations unknown (not included)."""
+    """--params N without a model: fp32 weights; activations unknown (not included); FSDP units
+    assumed to be 32 equal blocks (a typical transformer depth)."""
     size = 4 * parameters
-    return ModelFacts(parameters, size, size, size // 32, 0.0, 0.0, 0, 0, "parameter-count")
+    return ModelFacts(
+        parameters,
+        size,
+        size,
+        size // 32,
+        32,
+        0.0,
+        0.0,
+        0,
+        0,
+        "parameter count (activations not included; FSDP units assume 32 blocks)",
+    )

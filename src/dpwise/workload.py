@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import nn
 
 from dpwise import models
@@ -94,7 +95,21 @@ class Workload:
                 f"--model {self.model_spec}: the factory returned {type(model).__name__}, "
                 "expected a torch.nn.Module"
             )
+        if not any(p.requires_grad for p in model.parameters()):
+            raise DpwiseError(
+                f"--model {self.model_spec}: the model has no trainable parameters; "
+                "there is nothing to train or to synchronise"
+            )
         return model
+
+    def check_output(self, out: object) -> torch.Tensor:
+        """dpwise trains with cross-entropy on the model's output: it must be one tensor."""
+        if not isinstance(out, torch.Tensor):
+            raise DpwiseError(
+                f"--model {self.model_spec}: forward returned {type(out).__name__}; dpwise needs "
+                "the logits as one tensor (wrap the model so forward returns them)"
+            )
+        return out
 
     def load_data(self, seed: int) -> BatchSource:
         kwargs = dict(self.data_args)

@@ -51,7 +51,7 @@ def render(answer: dict[str, Any]) -> str:
     lines += ["", "What would change the answer:", *(f"  • {c}" for c in answer["changes"])]
     lines += ["", "Facts:"]
     for name, fact in answer["facts"].items():
-        note = f" — {fact['note']}" if fact["note"] and fact["source"] == "assumed" else ""
+        note = f" — {fact['note']}" if fact["note"] else ""
         value = "unknown" if fact["value"] is None else fact["value"]
         lines.append(f"  {name:<18} {value!s:<10} ({fact['source']}){note}")
     return "\n".join(lines)

@@ -1,0 +1,27 @@
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+ACCUM_STEPS = 4
+
+
+def train(model, optimizer, batches):
+    for i, (x, y) in enumerate(batches):
+        loss = (model(x) - y).pow(2).mean() / ACCUM_STEPS
+        loss.backward()  # expect: accumulation-without-no-sync
+        if (i + 1) % ACCUM_STEPS == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def main():
+    dist.init_process_group("gloo")
+    model = DDP(torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = [(torch.randn(4, 8), torch.randn(4, 1)) for _ in range(16)]
+    train(model, optimizer, batches)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""The shared analysis behind the lint rules: names, guards, call flow and wrapper tracking."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from dpwise.lint import lint_source
+from dpwise.lint.analysis import FileContext
+from dpwise.lint.guards import NOT_RANK0, OTHER, RANK0, classify
+
+
+def ctx_of(source: str) -> FileContext:
+    source = textwrap.dedent(source)
+    return FileContext("t.py", source, ast.parse(source))
+
+
+def names(source: str, select: list[str] | None = None) -> list[tuple[int, str]]:
+    from dpwise.lint.rules import selected
+
+    findings = lint_source(textwrap.dedent(source), rules=selected(select, None))
+    return [(f.line, f.name) for f in findings]
+
+
+# -- names --------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "header, call",
+    [
+        ("from torch.nn.parallel import DistributedDataParallel as DDP", "DDP(m)"),
+        ("import torch.nn.parallel as par", "par.DistributedDataParallel(m)"),
+        ("from torch import nn", "nn.parallel.DistributedDataParallel(m)"),
+        ("import torch", "torch.nn.parallel.distributed.DistributedDataParallel(m)"),
+        ("from torch.nn import parallel", "parallel.DistributedDataParallel(m)"),
+        ("", "DDP(m)"),  # tutorial snippet with the import left out
+    ],
+)
+def test_ddp_resolves_through_aliases(header: str, call: str) -> None:
+    ctx = ctx_of(f"{header}\nmodel = {call}\n")
+    assert len(ctx.ddp_calls) == 1
+
+
+def test_a_name_the_file_binds_is_not_a_conventional_alias() -> None:
+    source = """\
+    def wrap(nn, model):
+        return nn.DataParallel(model)
+    class DDP:
+        pass
+    x = DDP()
+    """
+    ctx = ctx_of(source)
+    assert ctx.ddp_calls == []
+    assert names(source) == []
+
+
+# -- guards -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "test, kind",
+    [
+        ("rank == 0", RANK0),
+        ("0 == args.local_rank", RANK0),
+        ("dist.get_rank() == 0", RANK0),
+        ("torch.distributed.get_rank() == 0", RANK0),
+        ('int(os.environ["RANK"]) == 0', RANK0),
+        ('os.environ.get("LOCAL_RANK", "0") == "0"', RANK0),
+        ("local_rank in (-1, 0)", RANK0),
+        ("args.local_rank in [-1, 0]", RANK0),
+        ("not rank", RANK0),
+        ("is_main", RANK0),
+        ("self.is_master", RANK0),
+        ("master_process", RANK0),
+        ("is_main_process()", RANK0),
+        ("accelerator.is_main_process", RANK0),
+        ("trainer.is_global_zero", RANK0),
+        ("master_process and it % 10 == 0", RANK0),
+        ("not args.distributed or args.rank % ngpus == 0", RANK0),
+        ("rank != 0", NOT_RANK0),
+        ("dist.get_rank() > 0", NOT_RANK0),
+        ("not is_main", NOT_RANK0),
+        ("rank", NOT_RANK0),
+        ("node_rank == 0", OTHER),
+        ("epoch == 0", OTHER),
+        ("rank == 1", OTHER),
+        ("world_size > 1", OTHER),
+        ("ranks == 0", OTHER),
+    ],
+)
+def test_guard_classification(test: str, kind: int) -> None:
+    assert classify(ast.parse(test, mode="eval").body) == kind
+
+
+DDP_HEADER = """\
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+"""
+
+
+def side_effects(body: str) -> list[int]:
+    source = DDP_HEADER + textwrap.dedent(body)
+    return [line for line, _ in names(source, ["unguarded-rank-side-effect"])]
+
+
+def test_early_exit_guards_the_rest_of_the_block() -> None:
+    assert side_effects(
+        """\
+            def finish(model):
+                torch.save(model.module.state_dict(), "a.pt")
+                if dist.get_rank() != 0:
+                    return
+                torch.save(model.module.state_dict(), "b.pt")
+            dist.init_process_group("gloo")
+            finish(DDP(torch.nn.Linear(2, 2)))
+            """
+    ) == [5]
+
+
+def test_else_of_a_non_zero_rank_test_is_guarded() -> None:
+    body = """\
+    dist.init_process_group("gloo")
+    if dist.get_rank() != 0:
+        dist.barrier()
+    else:
+        torch.save({}, "x.pt")
+    torch.save({}, "y.pt")
+    """
+    assert side_effects(body) == [9]
+
+
+def test_helper_guarded_only_when_every_call_site_is() -> None:
+    body = """\
+    def save(state):
+        torch.save(state, "ckpt.pt")
+    def main(rank):
+        dist.init_process_group("gloo")
+        if rank == 0:
+            save({})
+        CALL
+    main(0)
+    """
+    assert side_effects(body.replace("CALL", "pass")) == []
+    assert side_effects(body.replace("CALL", "save({})")) == [5]
+
+
+def test_spawn_target_runs_on_every_rank() -> None:
+    body = """\
+    import torch.multiprocessing as mp
+    def worker(rank):
+        dist.init_process_group("gloo", rank=rank, world_size=2)
+        torch.save({}, "x.pt")
+    mp.spawn(worker, nprocs=2)
+    """
+    assert side_effects(body) == [7]
+
+
+def test_prints_without_metrics_are_progress_not_results() -> None:
+    body = """\
+    dist.init_process_group("gloo")
+    print("starting training")
+    print(f"epoch {3} done")
+    print(f"loss {0.5:.3f}")
+    """
+    assert side_effects(body) == [7]
+
+
+# -- flow through same-file functions -------------------------------------------------------------
+def init_order(body: str) -> list[int]:
+    source = DDP_HEADER + textwrap.dedent(body)
+    return [line for line, _ in names(source, ["ddp-before-init-process-group"])]
+
+
+def test_init_found_through_a_chain_of_helpers() -> None:
+    body = """\
+    def _init():
+        dist.init_process_group("gloo")
+    def setup():
+        _init()
+    def main():
+        setup()
+        return DDP(torch.nn.Linear(2, 2))
+    if __name__ == "__main__":
+        main()
+    """
+    assert init_order(body) == []
+
+
+def test_recursion_in_helpers_terminates() -> None:
+    body = """\
+    def a(n):
+        return b(n - 1) if n else None
+    def b(n):
+        return a(n)
+    def main():
+        a(3)
+        return DDP(torch.nn.Linear(2, 2))
+    if __name__ == "__main__":
+        main()
+    """
+    assert init_order(body) == [10]
+
+
+def test_ddp_builder_judged_at_its_call_sites() -> None:
+    body = """\
+    def wrap(m):
+        return DDP(m)
+    def good():
+        dist.init_process_group("gloo")
+        return wrap(torch.nn.Linear(2, 2))
+    def bad():
+        return wrap(torch.nn.Linear(2, 2))
+    if __name__ == "__main__":
+        FIRST()
+        SECOND()
+    """
+    # bad() before good(): no process group yet when bad() wraps
+    assert init_order(body.replace("FIRST", "bad").replace("SECOND", "good")) == [5]
+    # good() ran first, so the group exists by the time bad() wraps
+    assert init_order(body.replace("FIRST", "good").replace("SECOND", "bad")) == []
+
+
+def test_method_builders_and_constructors_are_followed() -> None:
+    body = """\
+    class Trainer:
+        def __init__(self):
+            self.setup()
+            self.model = DDP(torch.nn.Linear(2, 2))
+        def setup(self):
+            dist.init_process_group("gloo")
+    if __name__ == "__main__":
+        Trainer()
+    """
+    assert init_order(body) == []
+
+
+# -- wrapper tracking -----------------------------------------------------------------------------
+def state_dicts(body: str) -> list[int]:
+    source = DDP_HEADER + textwrap.dedent(body)
+    return [line for line, _ in names(source, ["wrapped-state-dict"])]
+
+
+def test_wrapper_followed_into_a_helper_through_its_parameter() -> None:
+    body = """\
+    def save(net, path):
+        torch.save(net.state_dict(), path)
+    plain = torch.nn.Linear(2, 2)
+    save(plain, "plain.pt")
+    save(DDP(plain), "wrapped.pt")
+    """
+    assert state_dicts(body) == [5]
+
+
+def test_reassignment_unwraps() -> None:
+    body = """\
+    model = DDP(torch.nn.Linear(2, 2))
+    torch.save(model.state_dict(), "a.pt")
+    model = model.module
+    torch.save(model.state_dict(), "b.pt")
+    """
+    assert state_dicts(body) == [5]
+
+
+def test_state_dict_not_saved_is_not_reported() -> None:
+    body = """\
+    model = DDP(torch.nn.Linear(2, 2))
+    keys = list(model.state_dict())
+    model.load_state_dict(model.state_dict())
+    """
+    assert state_dicts(body) == []
+
+
+# -- columns ------------------------------------------------------------------------------------
+def test_columns_count_characters_not_bytes() -> None:
+    source = 'import os\nétiquette = 1; os.environ["MASTER_PORT"] = "29500"\n'
+    (finding,) = lint_source(source)
+    assert (finding.line, finding.col) == (2, 16)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
 from dpwise.env import DistEnv
+from dpwise.plan import cpu_cores
 
 ASSUMED_DEVICE_GIB = 80.0  # an 80 GB data-centre GPU, when there is none to ask
 
@@ -72,7 +72,7 @@ def gather(
         "nccl_available": Fact(dist.is_available() and dist.is_nccl_available(), "detected"),
         "gloo_available": Fact(dist.is_available() and dist.is_gloo_available(), "detected"),
         "under_torchrun": Fact(env.under_launcher, "detected"),
-        "cpu_cores": Fact(len(os.sched_getaffinity(0)), "detected"),
+        "cpu_cores": Fact(cpu_cores(), "detected"),
         "goal": _choose(goal, None, "production", "production unless --goal prototype"),
         "batch_size": _choose(batch_size, None, 256, "the guide's batch"),
         "precision": _choose(precision, None, "fp32"),

@@ -10,6 +10,12 @@ from dpwise.env import DistEnv
 from dpwise.errors import DpwiseError
 
 
+def cpu_cores() -> int:
+    """Cores this process may run on (Linux affinity), else every core of the machine."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 @dataclass(frozen=True, kw_only=True)
 class Hardware:
     cuda_devices: int
@@ -20,7 +26,7 @@ class Hardware:
         import torch
 
         cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        return cls(cuda_devices=cuda, cpu_cores=len(os.sched_getaffinity(0)))
+        return cls(cuda_devices=cuda, cpu_cores=cpu_cores())
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import functools
+import warnings
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
 
+from dpwise.errors import DpwiseError
+
 _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@functools.cache
+def cpu_autocasts_fp16() -> bool:
+    """Whether this PyTorch's CPU autocast really computes in float16 (older releases did not)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.autocast("cpu", dtype=torch.float16):
+            out = torch.mm(torch.ones(2, 2), torch.ones(2, 2))
+    return out.dtype == torch.float16
 
 
 class Precision:
     def __init__(self, name: str, device_type: str) -> None:
+        if name == "fp16" and device_type == "cpu" and not cpu_autocasts_fp16():
+            raise DpwiseError(
+                f"--precision fp16: PyTorch {torch.__version__} cannot autocast to float16 on the "
+                "CPU; use --precision bf16 on the CPU"
+            )
         self.name = name
         self.device_type = device_type
         self.dtype = _DTYPES[name]

@@ -12,6 +12,7 @@ import torch.distributed as dist
 
 from dpwise import __version__
 from dpwise.facts import peer_access
+from dpwise.plan import cpu_cores
 
 LAUNCHER_VARS = (
     "RANK",
@@ -61,7 +62,7 @@ def gather() -> dict[str, Any]:
         "gloo_available": available and dist.is_gloo_available(),
         "gpus": _gpus(),
         "peer_access_all_pairs": peer_access(),
-        "cpu_cores": len(os.sched_getaffinity(0)),
+        "cpu_cores": cpu_cores(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "launcher_env": {k: os.environ[k] for k in LAUNCHER_VARS if k in os.environ},

@@ -46,7 +46,7 @@ def device_type_for(cfg: CompareConfig, hw: Hardware) -> str:
 
 def build_matrix(cfg: CompareConfig, hw: Hardware) -> list[RunSpec]:
     device = device_type_for(cfg, hw)
-    sizes = cfg.world_sizes or default_world_sizes(hw, device)
+    sizes = tuple(sorted(set(cfg.world_sizes or default_world_sizes(hw, device))))
     if device == "cuda" and max(sizes) > hw.cuda_devices:
         raise DpwiseError(
             f"--world-sizes {max(sizes)} needs more GPUs than the {hw.cuda_devices} this machine "

@@ -40,8 +40,7 @@ def timed_repeats(
         trained = Loop(plan, strategy, workload, data=data).run()
         seconds = [e["seconds"] for e in trained.result.epochs]
         training += sum(seconds)
-        timed = sorted(seconds[1:])
-        per_repeat.append(timed[len(timed) // 2])
+        per_repeat.append(statistics.median(seconds[1:]))
         first = first or trained
         progress.emit("repeat", index=r + 1, of=repeats)
     samples = first.result.steps_per_epoch * plan.config.batch_size

@@ -92,6 +92,8 @@ def measure_run(spec: RunSpec, cfg: CompareConfig) -> dict[str, Any] | None:
         strategy.teardown()
         if own_group:
             dist.destroy_process_group()
+        if spec.device_type == "cuda":
+            torch.cuda.empty_cache()  # in-process runs must not hold GPU 0 for the next run
     if not strategy.is_main:
         return None
     return _record(spec, strategy, threads, timing, first, probe, ranks, final, trace)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import resource
 import sys
 from pathlib import Path
 
@@ -16,6 +15,8 @@ def reset_peaks(devices: list[torch.device]) -> None:
 
 
 def _peak_rss_bytes() -> int:
+    import resource  # POSIX only; imported where used
+
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
 

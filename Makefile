@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/compare_budget.py
 	$(BIN)/python bench/estimate_accuracy.py
 	$(BIN)/python bench/advise_7b.py
+	$(BIN)/python bench/lint_speed.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

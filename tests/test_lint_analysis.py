@@ -137,7 +137,8 @@ def test_helper_guarded_only_when_every_call_site_is() -> None:
         if rank == 0:
             save({})
         CALL
-    main(0)
+    if __name__ == "__main__":
+        main(0)
     """
     assert side_effects(body.replace("CALL", "pass")) == []
     assert side_effects(body.replace("CALL", "save({})")) == [5]
@@ -274,3 +275,46 @@ def test_columns_count_characters_not_bytes() -> None:
     source = 'import os\nétiquette = 1; os.environ["MASTER_PORT"] = "29500"\n'
     (finding,) = lint_source(source)
     assert (finding.line, finding.col) == (2, 16)
+
+
+# -- scripts and libraries ----------------------------------------------------------------------
+def test_library_that_initialises_for_its_caller_is_not_asked_to_destroy() -> None:
+    library = """\
+    import torch.distributed as dist
+    def ensure_group():
+        if not dist.is_initialized():
+            dist.init_process_group("gloo")
+    """
+    assert names(library) == []
+    script = textwrap.dedent(library) + 'if __name__ == "__main__":\n    ensure_group()\n'
+    assert names(script) == [(4, "missing-destroy-process-group")]
+
+
+def test_function_handed_to_something_other_than_spawn_is_not_judged() -> None:
+    body = """\
+    import torch.distributed.rpc as rpc
+    class Worker:
+        def __init__(self):
+            self.model = DDP(torch.nn.Linear(2, 2))
+    def main():
+        rpc.init_rpc("trainer", rank=0, world_size=2)
+        rpc.remote("ps", Worker)
+    if __name__ == "__main__":
+        main()
+    """
+    assert init_order(body) == []
+    spawned = body.replace('rpc.remote("ps", Worker)', "torch.multiprocessing.spawn(Worker)")
+    assert init_order(spawned) == [7]
+
+
+def test_readme_documents_every_rule() -> None:
+    from pathlib import Path
+
+    from dpwise.lint import RULES
+
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    text = readme.read_text(encoding="utf-8") if readme.exists() else ""
+    if "dpwise lint" not in text:
+        pytest.skip("README has no `dpwise lint` section yet")
+    missing = [r.name for r in RULES if f"`{r.name}`" not in text or r.code not in text]
+    assert missing == []

@@ -5,7 +5,8 @@ The checked code is parsed with `ast`, never imported or run. Library use:
     from dpwise.lint import lint_paths
     findings = lint_paths(["train.py"], select=["DPW004", "missing-set-epoch"])
 
-CLI wiring: `add_arguments(parser)` and `run(args) -> int` (see `command.py`).
+CLI wiring: `dpwise.lint.command` has HELP, DESCRIPTION, EPILOG, `add_arguments(parser)` and
+`run(args) -> int`, the shape of a `dpwise.commands` module.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from dpwise.lint.project import Project
 
 Site = tuple[str, ast.Call]  # (caller scope, call node)
+_TARGETS = ("fn", "target")
 SCOPE_BOUNDARY = (*FUNCTIONS, ast.Lambda, ast.ClassDef, ast.Module)
 
 
@@ -72,9 +73,17 @@ class FileContext:
         return self.calls_to(N.INIT)
 
     @cached_property
+    def is_script(self) -> bool:
+        """Run as a program: an `if __name__ == "__main__":` block, or distributed set-up
+        (process group, DDP, spawn) at module level. Library modules are neither."""
+        starts = (*N.INIT, *N.DDP, *N.SPAWN)
+        return self.has_main_guard or any(self.scope(c) == MODULE for c in self.calls_to(starts))
+
+    @cached_property
     def is_ddp_script(self) -> bool:
-        """Builds a DistributedDataParallel or starts a process group: one process per rank."""
-        return bool(self.ddp_calls or self.init_calls)
+        """One process per rank: builds a DistributedDataParallel, or is a script that starts a
+        process group (a library that calls `init_process_group` for its caller is not)."""
+        return bool(self.ddp_calls) or (bool(self.init_calls) and self.is_script)
 
     @cached_property
     def trains(self) -> bool:
@@ -142,17 +151,23 @@ class FileContext:
         return table
 
     @cached_property
-    def value_refs(self) -> dict[str, list[ast.AST]]:
-        """Functions passed as values (`mp.spawn(train, ...)`, `Process(target=train)`)."""
-        table: dict[str, list[ast.AST]] = defaultdict(list)
+    def spawned(self) -> dict[str, list[ast.Call]]:
+        """Same-file functions started in fresh processes: `mp.spawn(train, ...)`,
+        `Process(target=train)`, `start_processes(train, ...)`. Nothing has run in them yet."""
+        table: dict[str, list[ast.Call]] = defaultdict(list)
         for scope, calls in self.idx.calls.items():
             for call in calls:
-                for arg in (*call.args, *(k.value for k in call.keywords)):
+                if not self._starts_processes(call):
+                    continue
+                for arg in (*call.args[:1], *(k.value for k in call.keywords if k.arg in _TARGETS)):
                     if isinstance(arg, ast.Name):
                         key = self.function_for(arg.id, scope)
                         if key is not None:
-                            table[key].append(arg)
+                            table[key].append(call)
         return table
+
+    def _starts_processes(self, call: ast.Call) -> bool:
+        return self.qual(call.func) in N.SPAWN or N.last_name(call.func) == "Process"
 
     # -- tree navigation -------------------------------------------------------------------
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:

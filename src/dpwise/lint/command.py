@@ -11,7 +11,13 @@ from dpwise.lint.diagnostics import FORMATS, render
 from dpwise.lint.model import Rule
 from dpwise.lint.rules import RULES, find_rule, selected
 
-LINT_EPILOG = """\
+HELP = "find data-parallel pitfalls in training scripts, statically"
+DESCRIPTION = (
+    "Check training scripts for data-parallel pitfalls (DataParallel, DDP set-up, samplers, "
+    "rank-0 writes, AMP, checkpoints), the way Ruff reports Python mistakes. The code is parsed "
+    "with ast, never imported or run."
+)
+EPILOG = """\
 examples:
   dpwise lint train.py                          # every rule, with source lines and help
   dpwise lint src/ scripts/ --format concise    # path:line:col: CODE [name] message

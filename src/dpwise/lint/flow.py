@@ -4,8 +4,9 @@ The order is source order inside a function body (branches are not told apart: a
 `init_process_group` under `if not dist.is_initialized():` counts). A call to a same-file function
 counts as whatever that function (transitively) does, with cycle protection. A function's entry
 context is judged from its same-file call sites: X holds at entry when every call site is preceded
-by X (or is itself entered with X). A function passed as a value (`mp.spawn(train, ...)`) is entered
-with nothing done; a function the file never calls is unknown, and rules stay silent about it.
+by X (or is itself entered with X). A function started in a new process (`mp.spawn(train, ...)`,
+`Process(target=train)`) is entered with nothing done; a function the file never calls (or only
+hands to something else, such as an RPC or a callback list) is unknown, and rules stay silent.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def holds_on_entry(
     ctx: FileContext, scope: str, site_ok: SiteCheck, visiting: frozenset[str] = frozenset()
 ) -> bool | None:
     """Does a property hold whenever `scope` is entered, judged from its same-file call sites?"""
-    if scope == MODULE or ctx.value_refs.get(scope):
+    if scope == MODULE or ctx.spawned.get(scope):
         return False
     if scope in visiting:
         return True

@@ -1,11 +1,14 @@
 """Which statements run on rank 0 only.
 
 Recognised guards: `if rank == 0:`, `if dist.get_rank() == 0:`, `if local_rank in (-1, 0):`,
+`if self.gpu_id == 0:` (a worker's own GPU index is its local rank; so is any name the file assigns
+from a rank, such as `gpu_id = int(os.environ["LOCAL_RANK"])`),
 `if int(os.environ["RANK"]) == 0:`, `if not rank:`, flags named like `is_main`, `is_master`,
 `master_process`, `is_main_process()`, `accelerator.is_main_process`, `trainer.is_global_zero`,
 `rank == 0 and ...`, the `else:` of `if rank != 0:`, early exits (`if rank != 0: return` guards the
 rest of the block), and decorators such as `@rank_zero_only`. A function is guarded when every
-same-file call site of it is guarded.
+same-file call site of it is guarded. In a script that starts its workers with `mp.spawn`, the
+`if __name__ == "__main__":` block runs in the parent process only, so it counts as guarded.
 """
 
 from __future__ import annotations
@@ -38,6 +41,10 @@ _MAIN_FLAGS = frozenset(
     }
 )
 _NOT_RANK = re.compile(r"node_rank|group_rank|ranks$|nrank|num_rank|rank_size|rank_zero_only")
+_DEVICE_INDEX = frozenset(
+    {"gpu", "gpu_id", "gpu_idx", "gpu_index", "local_gpu", "device_id", "device_idx"}
+    | {"device_index", "cuda_id", "process_index", "local_process_index"}
+)
 _EXITS = ("exit", "_exit", "quit")
 _DECORATORS = ("rank_zero", "rank0", "main_process", "master_only", "on_main", "main_only")
 
@@ -51,15 +58,18 @@ def is_main_flag(expr: ast.AST) -> bool:
 
 
 def is_rank_name(name: str) -> bool:
+    """`rank`, `local_rank`, `args.rank`, `get_rank`, and the usual names of a worker's own GPU
+    index (`gpu`, `gpu_id`, `device_id`): in a DDP script that index is the local rank."""
     name = name.lower()
-    return "rank" in name and not _NOT_RANK.search(name)
+    return name in _DEVICE_INDEX or ("rank" in name and not _NOT_RANK.search(name))
 
 
-def rank_like(expr: ast.AST) -> bool:
-    """An expression that evaluates to this process's rank (global or local)."""
+def rank_like(expr: ast.AST, aliases: frozenset[str] = frozenset()) -> bool:
+    """An expression that evaluates to this process's rank (global or local). `aliases` are
+    names the file assigned from such an expression (`gpu_id = int(os.environ["LOCAL_RANK"])`)."""
     if isinstance(expr, ast.Call):
         if isinstance(expr.func, ast.Name) and expr.func.id in ("int", "str") and expr.args:
-            return rank_like(expr.args[0])
+            return rank_like(expr.args[0], aliases)
         first = N.str_value(expr.args[0]) if expr.args else None
         if first is not None and N.last_name(expr.func) in ("get", "getenv"):
             return first in ("RANK", "LOCAL_RANK")
@@ -67,9 +77,10 @@ def rank_like(expr: ast.AST) -> bool:
     if isinstance(expr, ast.Subscript):
         return N.str_value(expr.slice) in ("RANK", "LOCAL_RANK")
     if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod):
-        return rank_like(expr.left) and not isinstance(expr.right, ast.Constant)
+        return rank_like(expr.left, aliases) and not isinstance(expr.right, ast.Constant)
     if isinstance(expr, ast.Name | ast.Attribute):
-        return is_rank_name(N.last_name(expr))
+        name = N.last_name(expr)
+        return name in aliases or is_rank_name(name)
     return False
 
 
@@ -93,14 +104,14 @@ def _number(expr: ast.AST) -> object:
     return expr.value if isinstance(expr, ast.Constant) else None
 
 
-def _compare(test: ast.Compare) -> int:
+def _compare(test: ast.Compare, aliases: frozenset[str]) -> int:
     if len(test.ops) != 1:
         return OTHER
     left, op, right = test.left, test.ops[0], test.comparators[0]
     if _is_zero(left):
         left, right = right, left
         op = {ast.Gt: ast.Lt(), ast.Lt: ast.Gt()}.get(type(op), op)
-    if not rank_like(left):
+    if not rank_like(left, aliases):
         return OTHER
     if _is_zero(right):
         if isinstance(op, ast.Eq | ast.Is | ast.LtE):
@@ -119,23 +130,45 @@ def _compare(test: ast.Compare) -> int:
     return OTHER
 
 
-def classify(test: ast.AST) -> int:
+def classify(test: ast.AST, aliases: frozenset[str] = frozenset()) -> int:
     """RANK0 when the test is true only on rank 0; NOT_RANK0 when true only elsewhere."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner = classify(test.operand)
-        return -inner if inner else (RANK0 if rank_like(test.operand) else OTHER)
+        inner = classify(test.operand, aliases)
+        return -inner if inner else (RANK0 if rank_like(test.operand, aliases) else OTHER)
     if isinstance(test, ast.BoolOp):
-        parts = [classify(v) for v in test.values]
+        parts = [classify(v, aliases) for v in test.values]
         if isinstance(test.op, ast.And):
             return RANK0 if RANK0 in parts else OTHER
         if NOT_RANK0 in parts:
             return NOT_RANK0 if RANK0 not in parts else OTHER
         return RANK0 if RANK0 in parts else OTHER
     if isinstance(test, ast.Compare):
-        return _compare(test)
+        return _compare(test, aliases)
     if is_main_flag(test):
         return RANK0
-    return NOT_RANK0 if rank_like(test) else OTHER
+    return NOT_RANK0 if rank_like(test, aliases) else OTHER
+
+
+def rank_aliases(ctx: FileContext) -> frozenset[str]:
+    """Names assigned a rank: `gpu_id = int(os.environ["LOCAL_RANK"])`, `self.r = get_rank()`."""
+    found: set[str] = set()
+    for stmts in ctx.idx.assigns.values():
+        for stmt in stmts:
+            value = getattr(stmt, "value", None)
+            if value is None or not rank_like(value):
+                continue
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+            found |= {N.last_name(t) for t in targets if isinstance(t, ast.Name | ast.Attribute)}
+    return frozenset(found)
+
+
+def _is_main_block(test: ast.AST) -> bool:
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and N.str_value(test.comparators[0]) == "__main__"
+    )
 
 
 def _exits(body: list[ast.stmt]) -> bool:
@@ -164,6 +197,9 @@ class Guards:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self._guarded: dict[str, set[ast.stmt]] = {}
+        self.aliases = rank_aliases(ctx)
+        # with mp.spawn, the `if __name__ == "__main__":` block runs in the parent process only
+        self.parent_only = bool(ctx.spawned)
 
     def _statements(self, scope: str) -> set[ast.stmt]:
         if scope not in self._guarded:
@@ -184,7 +220,9 @@ class Guards:
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 continue
             if isinstance(stmt, ast.If):
-                kind = classify(stmt.test)
+                kind = classify(stmt.test, self.aliases)
+                if self.parent_only and _is_main_block(stmt.test):
+                    kind = RANK0
                 self._walk(stmt.body, guarded or kind == RANK0, out)
                 self._walk(stmt.orelse, guarded or kind == NOT_RANK0, out)
                 if kind == NOT_RANK0 and _exits(stmt.body):

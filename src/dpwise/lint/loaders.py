@@ -194,6 +194,42 @@ def data_says_eval(ctx: FileContext, expr: ast.AST, scope: str) -> bool:
     return says_eval(*texts) if texts else False
 
 
+_DIST_WORDS = ("distributed", "ddp", "is_initialized", "multiprocessing", "multi_gpu", "multigpu")
+_COUNTS = ("world_size", "num_gpus", "ngpus", "n_gpu", "nprocs", "num_processes")
+
+
+def _distributed_if_true(test: ast.AST) -> bool | None:
+    """True: the test holds when running distributed (`if args.distributed:`,
+    `if world_size > 1:`); False: when not (`if not ddp:`); None: unrelated."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _distributed_if_true(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        if not any(word in N.last_name(test.left).lower() for word in _COUNTS):
+            return None
+        return isinstance(test.ops[0], ast.Gt | ast.NotEq | ast.GtE)
+    name = N.last_name(test).lower()
+    if name and any(word in name for word in _DIST_WORDS):
+        return True
+    return None
+
+
+def single_process_branch(ctx: FileContext, node: ast.AST) -> bool:
+    """Inside the non-distributed branch of `if args.distributed: ... else: ...`."""
+    child = node
+    for parent in ctx.ancestors(node):
+        if isinstance(parent, ast.If | ast.IfExp):
+            when = _distributed_if_true(parent.test)
+            if when is not None and child is not parent.test:
+                in_body = (
+                    child in parent.body if isinstance(parent, ast.If) else child is parent.body
+                )
+                if in_body != when:
+                    return True
+        child = parent
+    return False
+
+
 def rank_aware(fn: ast.AST) -> bool:
     """Does a function mention ranks, samplers or shards anywhere (so it may split data)?"""
     for node in ast.walk(fn):

@@ -19,9 +19,10 @@ Checks for `MASTER_PORT` set to a literal: `os.environ["MASTER_PORT"] = "29500"`
 "29500")` / `os.environ.update({"MASTER_PORT": "29500"})`, and a literal port in
 `init_process_group(init_method="tcp://host:23456")`.
 
-`os.environ.setdefault("MASTER_PORT", "29500")` and `os.environ.get("MASTER_PORT", "29500")` are not
-reported: they only supply a default that the launcher or the user can override through the
-environment, which is the fix this rule asks for.
+`os.environ.setdefault("MASTER_PORT", "29500")`, `os.environ.get("MASTER_PORT", "29500")` and an
+assignment under `if "MASTER_PORT" not in os.environ:` are not reported: they only supply a
+default that the launcher or the user can override through the environment, which is the fix this
+rule asks for.
 
 ## Why is this bad?
 The rendezvous port is per node, not per job. A second job on the same node (a sweep, a colleague,
@@ -81,12 +82,24 @@ def _constant(ctx: FileContext, expr: ast.AST) -> bool:
     return False
 
 
+def _only_if_unset(ctx: FileContext, stmt: ast.stmt) -> bool:
+    """Under `if "MASTER_PORT" not in os.environ:`: a default, like `setdefault`."""
+    return any(
+        isinstance(p, ast.If) and any(N.str_value(n) == "MASTER_PORT" for n in ast.walk(p.test))
+        for p in ctx.ancestors(stmt)
+    )
+
+
 def _environ_writes(ctx: FileContext) -> Iterator[tuple[ast.AST, ast.AST]]:
     """(node to report, value) for every `MASTER_PORT` assignment."""
     for node in ctx.idx.environ:
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
             parent = ctx.idx.parents.get(node)
-            if N.str_value(node.slice) == "MASTER_PORT" and isinstance(parent, ast.Assign):
+            if (
+                N.str_value(node.slice) == "MASTER_PORT"
+                and isinstance(parent, ast.Assign)
+                and not _only_if_unset(ctx, parent)
+            ):
                 yield parent, parent.value
     for call in ctx.calls_to({"os.environ.update"}):
         for k in call.keywords:

@@ -10,9 +10,11 @@ from dpwise.lint.model import Hit, Rule
 
 DOCS = """\
 ## What it does
-Checks files that call `init_process_group` for a call of `destroy_process_group` anywhere in the
-same file (directly or in a same-file `cleanup()`). A call into another module named like a
-clean-up (`utils.cleanup()`, `teardown_distributed()`) is trusted to destroy the group.
+Checks scripts (files with an `if __name__ == "__main__":` block, or distributed set-up at module
+level) that call `init_process_group` for a call of `destroy_process_group` anywhere in the same
+file (directly or in a same-file `cleanup()`). A call into another module named like a clean-up
+(`utils.cleanup()`, `teardown_distributed()`) is trusted to destroy the group. Library modules
+that create a process group on their caller's behalf are not checked: the caller owns it.
 
 ## Why is this bad?
 The process group holds sockets, NCCL communicators and their GPU memory. Exiting without
@@ -66,5 +68,5 @@ def _cleans_up(ctx: FileContext) -> bool:
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:
-    if ctx.init_calls and not _cleans_up(ctx):
+    if ctx.init_calls and ctx.is_script and not _cleans_up(ctx):
         yield Hit(ctx.init_calls[0])

@@ -17,17 +17,20 @@ from dpwise.lint.loaders import (
     dataset_arg,
     has_sampler,
     purpose,
+    single_process_branch,
 )
 from dpwise.lint.model import Hit, Rule
 
 DOCS = """\
 ## What it does
-Checks DDP scripts (scripts that build a `DistributedDataParallel` or call `init_process_group`)
-that train (call `.backward()`) for a `DataLoader` with no `sampler=` / `batch_sampler=`.
+Checks DDP scripts (files that build a `DistributedDataParallel`, or scripts that call
+`init_process_group`) that train (call `.backward()`) for a `DataLoader` with no `sampler=` /
+`batch_sampler=`.
 
-Not reported: loaders for evaluation (`val_loader`, `test_ds`, built in `def evaluate`,
-`CIFAR10(train=False)`, `split="test"`; evaluation on every rank is a choice), data sets already
-split per rank (`Subset(ds, range(rank, n, world_size))`, `ds.shard(...)`,
+Not reported: loaders in the single-process branch of `if args.distributed: ... else: ...`
+(or `if world_size > 1:`, `if not ddp:`), loaders for evaluation (`val_loader`, `test_ds`, built
+in `def evaluate`, `CIFAR10(train=False)`, `split="test"`; evaluation on every rank is a choice),
+data sets already split per rank (`Subset(ds, range(rank, n, world_size))`, `ds.shard(...)`,
 `split_dataset_by_node(...)`, anything built with the rank) and streams (`IterableDataset`
 subclasses, `WebDataset`, `streaming=True`), which shard themselves.
 
@@ -38,9 +41,11 @@ mentions ranks, samplers or shards, the call in the DDP script is reported. Help
 found are not guessed at.
 
 ## Why is this bad?
-Without a `DistributedSampler` every process iterates over the whole data set in its own order:
-each epoch trains on world-size copies of the data (overlapping batches), gradients are averaged
-over correlated samples, and an "epoch" costs world-size times as much as it should.
+Without a `DistributedSampler` every process iterates over the whole data set. With the same seed
+on every rank the batches are identical, so the all-reduce averages identical gradients: N GPUs
+do one GPU's work. With different seeds the batches overlap, each epoch visits every sample
+world-size times, and the global batch is world-size times the per-rank batch without anyone
+having chosen it.
 
 ## Example
 ```python
@@ -76,7 +81,9 @@ def check(ctx: FileContext) -> Iterator[Hit]:
     if not ctx.is_ddp_script or not ctx.trains:
         return
     for call in ctx.calls_to(N.DATALOADER):
-        if not has_sampler(call) and _for_training(ctx, call) and not _split(ctx, call):
+        if has_sampler(call) or single_process_branch(ctx, call):
+            continue
+        if _for_training(ctx, call) and not _split(ctx, call):
             yield Hit(call)
     yield from _imported_loaders(ctx)
 

@@ -21,6 +21,8 @@ device_ids=...)`, `.cuda(rank)`, `.to(f"cuda:{rank}")`, `torch.device("cuda", ra
 torch.cuda.device(...)`) that runs before the `DistributedDataParallel` is built. Calls into
 same-file functions are followed (`setup()` that calls `set_device` counts where `setup()` is
 called); a call into another module named like a set-up (`init_distributed_mode(args)`) is trusted.
+Scripts that give each process a single visible GPU (`os.environ["CUDA_VISIBLE_DEVICES"] = ...`)
+are not reported: there `cuda:0` is the right device.
 
 ## Why is this bad?
 Every process starts on `cuda:0`. NCCL and anything created without an explicit index
@@ -98,8 +100,18 @@ def uses_cuda_per_rank(ctx: FileContext) -> bool:
     return False
 
 
+def _one_gpu_per_process(ctx: FileContext) -> bool:
+    """`os.environ["CUDA_VISIBLE_DEVICES"] = ...`: each process sees one GPU, `cuda:0` is right."""
+    return any(
+        isinstance(n, ast.Subscript)
+        and isinstance(n.ctx, ast.Store)
+        and N.str_value(n.slice) == "CUDA_VISIBLE_DEVICES"
+        for n in ctx.idx.environ
+    )
+
+
 def check(ctx: FileContext) -> Iterator[Hit]:
-    if not ctx.is_ddp_script or not uses_cuda_per_rank(ctx):
+    if not ctx.is_ddp_script or not uses_cuda_per_rank(ctx) or _one_gpu_per_process(ctx):
         return
     anywhere = any(is_set_device(ctx, c) for c in ctx.idx.all_calls())
     if not ctx.ddp_calls:

@@ -13,7 +13,9 @@ from dpwise.lint.model import Hit, Rule
 
 DOCS = """\
 ## What it does
-Checks for `mp.spawn` / `torch.multiprocessing.spawn` (or `start_processes`) in a script that also
+Checks for `mp.spawn` / `torch.multiprocessing.spawn` (or `start_processes`) in a script (a file
+with an `if __name__ == "__main__":` block or module-level set-up; launcher libraries are not
+checked) that also
 reads torchrun's variables (`LOCAL_RANK`, `RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `GROUP_RANK`,
 `TORCHELASTIC_RUN_ID`, through `os.environ[...]`, `os.environ.get`, `os.getenv` or `in
 os.environ`) or says, in a string, docstring or comment, to launch it with `torchrun`,
@@ -129,7 +131,7 @@ def _evidence(ctx: FileContext) -> str | None:
 
 def check(ctx: FileContext) -> Iterator[Hit]:
     spawns = ctx.calls_to(N.SPAWN)
-    if not spawns:
+    if not spawns or not ctx.is_script:
         return
     evidence = _evidence(ctx)
     if evidence is None:

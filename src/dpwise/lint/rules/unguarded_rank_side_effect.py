@@ -13,12 +13,14 @@ from dpwise.lint.model import Hit, Rule
 
 DOCS = """\
 ## What it does
-Checks DDP scripts for side effects that should happen once, run outside a rank-0 guard:
+Checks DDP scripts (files that build a `DistributedDataParallel`, or scripts that call
+`init_process_group`) for side effects that should happen once, run outside a rank-0 guard:
 `torch.save`, `np.save*`, `json.dump` / `pickle.dump` / `yaml.dump`, `open(..., "w"/"a"/"x")`,
 `Path.write_text`, `.to_csv`, `.savefig`, `.save_pretrained`, `shutil.copy*`, a `SummaryWriter`,
 and `print` of metrics (a `print` that mentions a loss, an accuracy, a score...).
 
 Guards recognised: `if rank == 0:`, `if dist.get_rank() == 0:`, `if local_rank in (-1, 0):`,
+`if self.gpu_id == 0:` (a worker's GPU index, or any name assigned from a rank),
 `if not rank:`, flags named like `is_main`, `is_master`, `master_process`, `is_main_process()`,
 `cond and rank == 0`, the `else:` of `if rank != 0:`, an early `if rank != 0: return`, and
 decorators like `@rank_zero_only`. A function is guarded when every same-file call of it is.
@@ -62,8 +64,7 @@ RULE = Rule(
 _METHODS = ("to_csv", "to_parquet", "savefig", "save_pretrained", "write_text", "write_bytes")
 _METRICS = frozenset(
     {"loss", "losses", "acc", "accuracy", "metric", "metrics", "score", "f1", "ppl"}
-    | {"perplexity", "top1", "top5", "auc", "bleu", "rouge", "mse", "mae", "rmse", "precision"}
-    | {"recall", "map", "miou", "iou"}
+    | {"perplexity", "top1", "top5", "auc", "bleu", "rouge", "mse", "mae", "rmse", "miou"}
 )
 
 

@@ -14,6 +14,8 @@ def setup(rank, world_size, port=None):
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "29500")
     os.environ["MASTER_PORT"] = os.environ.get("MASTER_PORT", str(port or free_port()))
+    if "MASTER_PORT" not in os.environ:
+        os.environ["MASTER_PORT"] = "29500"
     dist.init_process_group("gloo", rank=rank, world_size=world_size)
 
 

@@ -7,14 +7,10 @@ Run: .venv/bin/python bench/estimate_accuracy.py
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
-from dpwise.compare.matrix import RunSpec
-from dpwise.compare.probe import profiled_probe
 from dpwise.compare.settings import CompareConfig
-from dpwise.compare.worker import _plan, _strategy
-from dpwise.env import DistEnv
+from dpwise.compare.worker import single_process_peak
 from dpwise.estimate import Settings, estimate_all, model_facts
 from dpwise.workload import resolve_workload
 
@@ -24,19 +20,7 @@ BATCHES = (64, 256)
 
 def measured(model: str, data_args: dict, batch: int) -> int:
     cfg = CompareConfig(model=model, data_args=data_args, batch_size=batch, out=Path("unused"))
-    spec = RunSpec("single", "single", "single", 1, "cpu")
-    workload = resolve_workload(model, {}, None, data_args)
-    with tempfile.TemporaryDirectory() as tmp:
-        probe = profiled_probe(
-            spec,
-            _plan(spec, cfg),
-            _strategy(spec, DistEnv()),
-            workload,
-            workload.load_data(0),
-            Path(tmp) / "trace.json",
-            4,
-        )
-    return probe["live_tensor_bytes"]
+    return single_process_peak(cfg, profile_steps=4)
 
 
 def main() -> None:

@@ -1,16 +1,12 @@
 """The memory estimate against what `dpwise compare` measures, and its model-state formulas."""
 
-import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
-from dpwise.compare.matrix import RunSpec
-from dpwise.compare.probe import profiled_probe
 from dpwise.compare.settings import CompareConfig
-from dpwise.compare.worker import _plan, _strategy
-from dpwise.env import DistEnv
+from dpwise.compare.worker import single_process_peak
 from dpwise.estimate import (
     Settings,
     estimate_all,
@@ -27,21 +23,8 @@ SGD = {"precision": "fp32", "optimizer": "sgd", "momentum": 0.0, "seed": 0}
 
 
 def measured_peak(model: str, data_args: dict, batch: int) -> int:
-    """The peak live tensor bytes compare's probe records for a single-process run."""
     cfg = CompareConfig(model=model, data_args=data_args, batch_size=batch, out=Path("unused"))
-    spec = RunSpec("single", "single", "single", 1, "cpu")
-    workload = resolve_workload(model, {}, None, data_args)
-    with tempfile.TemporaryDirectory() as tmp:
-        probe = profiled_probe(
-            spec,
-            _plan(spec, cfg),
-            _strategy(spec, DistEnv()),
-            workload,
-            workload.load_data(0),
-            Path(tmp) / "trace.json",
-            2,
-        )
-    return probe["live_tensor_bytes"]
+    return single_process_peak(cfg)
 
 
 @pytest.mark.parametrize(("model", "data_args"), WORKLOADS)

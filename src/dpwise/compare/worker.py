@@ -136,3 +136,20 @@ def _record(spec, strategy, threads, timing, first, probe, ranks, final, trace) 
         "sync_points_per_step": probe.get("sync_points_per_step"),
         "trace": str(trace),
     }
+
+
+def single_process_peak(cfg: CompareConfig, profile_steps: int = 2) -> int:
+    """The peak live tensor bytes compare's probe records for the single-process run (CPU)."""
+    spec = RunSpec("single", "single", "single", 1, "cpu")
+    workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = profiled_probe(
+            spec,
+            _plan(spec, cfg),
+            _strategy(spec, DistEnv()),
+            workload,
+            workload.load_data(cfg.seed),
+            Path(tmp) / "trace.json",
+            profile_steps,
+        )
+    return probe["live_tensor_bytes"]

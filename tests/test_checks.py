@@ -65,6 +65,15 @@ def test_speed_ignores_the_cpu_pass_through_and_warns_when_nothing_beats_single(
     assert faster.status == "pass" and faster.figures["fastest"] == "ddp-2"
 
 
+def test_speed_flags_drift_when_a_one_process_run_disagrees_with_single():
+    runs = [run("single", 1000), run("ddp-1", 1250), run("ddp-2", 500)]
+    result = checks.speed(runs, 12)
+    assert result.status == "warn" and result.figures["drift_suspected_in"] == ["ddp × 1"]
+    assert "drifted" in result.summary and "quiet machine" in result.explanation
+    steady = checks.speed([run("single", 1000), run("ddp-1", 960), run("ddp-2", 1900)], 12)
+    assert steady.figures["drift_suspected_in"] == [] and steady.status == "pass"
+
+
 def test_communication_flags_exposed_time_and_missing_bytes():
     ok = checks.communication([run("single", 1), run("ddp-2", 1, comm=comm(0.1))])
     assert ok.status == "pass" and "10 %" in ok.summary

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dpwise.checks.base import CheckResult, Run, clearly_faster, median_rate
+from dpwise.checks.base import CheckResult, Run, clearly_faster, median_rate, overlaps
 from dpwise.units import pct, rate
 
 
@@ -25,24 +25,54 @@ def speed(runs: list[Run], repeats: int) -> CheckResult:
     best = max(real or runs, key=median_rate)
     parallel = [r for r in real if r["world_size"] > 1]
     faster = [r for r in parallel if clearly_faster(r, runs[0])]
-    status = "pass" if faster or not parallel else "warn"
+    drift = drifted(runs)
+    status = "pass" if (faster or not parallel) and not drift else "warn"
+    verdict = (
+        "A parallel run beat the single process by more than 5 % beyond the noise."
+        if faster
+        else "No parallel run clearly beat the single process on this hardware."
+    )
     return CheckResult(
         "speed",
         status,
         f"fastest: {best['label']} at {rate(median_rate(best))} samples/s "
-        f"({best['speedup_vs_single']:.2f}× single)",
-        f"Epoch wall time is the median of {repeats} repeats, each a full training from the same "
-        "initial state whose first epoch is an untimed warm-up; the spread is the fastest and "
-        "slowest repeat. "
+        f"({best['speedup_vs_single']:.2f}× single)"
         + (
-            "A parallel run beat the single process by more than 5 % beyond the noise."
-            if faster
-            else "No parallel run clearly beat the single process on this hardware."
+            f"; {', '.join(drift)} should match single: the machine's speed drifted"
+            if drift
+            else ""
         ),
-        {"fastest": best["id"], "speedup": {r["id"]: r["speedup_vs_single"] for r in runs}},
+        f"Epoch wall time is the median of {repeats} repeats, each a full training from the same "
+        f"initial state whose first epoch is an untimed warm-up; the spread is the fastest and "
+        f"slowest repeat. {verdict}" + (DRIFT_NOTE if drift else ""),
+        {
+            "fastest": best["id"],
+            "speedup": {r["id"]: r["speedup_vs_single"] for r in runs},
+            "drift_suspected_in": drift,
+        },
         table,
         "throughput.png",
     )
+
+
+DRIFT_NOTE = (
+    " A run on one process and one device does the same work as single (plus DDP's or "
+    "DataParallel's overhead), yet its throughput differs from single's by more than 10 %: the "
+    "machine's speed changed while the runs followed each other (other load, frequency scaling). "
+    "Treat differences of that size as noise, or run again on a quiet machine."
+)
+
+
+def drifted(runs: list[Run]) -> list[str]:
+    """Runs of world size 1 that should match single but differ by over 10 % beyond the spread."""
+    single = runs[0]
+    return [
+        r["label"]
+        for r in runs[1:]
+        if r["world_size"] == 1
+        and abs(r["speedup_vs_single"] - 1) > 0.10
+        and not overlaps(r, single)
+    ]
 
 
 def scalability(runs: list[Run], device_type: str, cores: int) -> CheckResult:

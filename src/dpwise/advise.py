@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dpwise.facts import Fact
-from dpwise.units import size as gib
+from dpwise.units import size
 
 HEADROOM = 0.9  # a device is "full" at 90 % of its memory: allocator fragmentation, CUDA context
 LARGE_SHARE = 0.5  # a model whose single-device peak exceeds half the device is "large"
@@ -83,7 +83,7 @@ def _rec(strategy: str, rule: str, s: Situation, reasons, runner_up, changes) ->
 def _peak_text(s: Situation, strategy: str) -> str:
     if s.peaks is None:
         return "unknown (give --model to estimate it)"
-    return f"{gib(s.peaks[strategy])} of {gib(s.device_bytes)}"
+    return f"{size(s.peaks[strategy])} of {size(s.device_bytes)}"
 
 
 def decide(s: Situation) -> Recommendation:
@@ -123,7 +123,7 @@ def _too_big(s: Situation) -> Recommendation | None:
         return None
     remedies = "use activation checkpointing, a smaller batch, bf16, or CPU offload"
     need = (
-        f"devices with at least {gib(s.peaks[candidate] / HEADROOM)} each would allow {candidate}"
+        f"devices with at least {size(s.peaks[candidate] / HEADROOM)} each would allow {candidate}"
     )
     if world == 1:
         return _rec(
@@ -263,7 +263,7 @@ def from_results(results: dict[str, Any], s: Situation) -> Recommendation:
         "measured by dpwise compare: measurements take precedence over the rules",
         *rec["reasons"],
         f"measured peak per device of {best['label']}: "
-        f"{gib(max(d['peak_bytes'] or 0 for d in best['memory']['per_device']))}",
+        f"{size(max(d['peak_bytes'] or 0 for d in best['memory']['per_device']))}",
     ]
     world = int(rec.get("world_size", 1))
     return Recommendation(

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from dpwise.data import BatchSource
 from dpwise.workload import Workload
 
 REAL_RUN_LIMIT = (
@@ -72,10 +73,8 @@ def _states(model: nn.Module) -> tuple[int, int, int, int, int]:
     return count, total, trainable, *fsdp_units(model)
 
 
-def _sample(workload: Workload, batch: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    data = workload.load_data(seed)
-    rows = torch.arange(min(batch, len(data)))
-    return data.get(rows)
+def _sample(data: BatchSource, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return data.get(torch.arange(min(batch, len(data))))
 
 
 def optimizer_bytes(trainable: int, optimizer: str, momentum: float) -> int:
@@ -90,7 +89,7 @@ def amp_cast_bytes(param_count: int, precision: str) -> int:
     return 2 * param_count if precision in ("bf16", "fp16") else 0
 
 
-def _measured_peak(workload: Workload, batch: int, cfg: dict[str, Any]) -> int:
+def _measured_peak(workload: Workload, data: BatchSource, batch: int, cfg: dict[str, Any]) -> int:
     """Peak live CPU tensor bytes of two training steps, measured as `dpwise compare` does."""
     import tempfile
     from pathlib import Path
@@ -99,7 +98,6 @@ def _measured_peak(workload: Workload, batch: int, cfg: dict[str, Any]) -> int:
     from dpwise.measure import profile
     from dpwise.precision import Precision
 
-    data = workload.load_data(cfg["seed"])
     rows = torch.arange(min(batch, len(data)))
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace.json"
@@ -150,20 +148,17 @@ def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
     count, total, trainable, block, blocks = _states(meta_model)
     states = total + trainable + optimizer_bytes(trainable, cfg["optimizer"], cfg["momentum"])
     states += amp_cast_bytes(count, cfg["precision"])
+    data = workload.load_data(cfg["seed"])
+    x, y = (t.to("meta") for t in _sample(data, 2))
+    inp, out = _io_bytes(workload, meta_model, x)  # checks the output before any training
     if total <= REAL_RUN_LIMIT:
         b1, b2 = PROBE_BATCHES
-        p1, p2 = (_measured_peak(workload, b, cfg) for b in (b1, b2))
+        p1, p2 = (_measured_peak(workload, data, b, cfg) for b in (b1, b2))
         per_sample = max(0.0, (p2 - p1) / (b2 - b1))
         fixed = max(0.0, p1 - states - per_sample * b1)
-        x, _ = _sample(workload, 1, cfg["seed"])
-        torch.manual_seed(cfg["seed"])
-        inp, out = _io_bytes(workload, workload.build_model(), x)
         return ModelFacts(
             count, total, trainable, block, blocks, per_sample, fixed, inp, out, "measured-cpu"
         )
-    x, y = _sample(workload, 2, cfg["seed"])
-    x, y = x.to("meta"), y.to("meta")
-    inp, out = _io_bytes(workload, meta_model, x)  # checks the output before tracing
     s1 = _saved_bytes(meta_model, x[:1], y[:1])
     s2 = _saved_bytes(meta_model, x, y)
     return ModelFacts(

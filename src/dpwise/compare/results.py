@@ -45,10 +45,8 @@ def derive(out: Path, runs: list[dict[str, Any]]) -> float | None:
     return max(pairs) if pairs else None
 
 
-def diagnose(workload: Workload, precision: str) -> checks.Diagnosis:
+def diagnose(model: nn.Module, precision: str) -> checks.Diagnosis:
     """Inspect the model (built on the meta device: no memory) for what breaks equivalence."""
-    with torch.device("meta"):
-        model = workload.build_model()
     bn = [n for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     drop = [
         n
@@ -77,10 +75,10 @@ def environment(hw: Hardware, device_type: str, backend: str) -> dict[str, Any]:
     }
 
 
-def workload_facts(cfg: CompareConfig, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
-    with torch.device("meta"):
-        params = list(workload.build_model().parameters())
+def workload_facts(
+    cfg: CompareConfig, workload: Workload, model: nn.Module, runs: list[dict[str, Any]]
+) -> dict[str, Any]:
+    params = list(model.parameters())
     return {
         "model": cfg.model,
         "model_args": cfg.model_args,
@@ -107,7 +105,9 @@ def assemble(
     device_type = "cuda" if any(d.startswith("cuda") for d in runs[0]["devices"]) else "cpu"
     dp_vs_ddp = derive(cfg.out, runs)
     workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
-    why = diagnose(workload, cfg.precision)
+    with torch.device("meta"):
+        model = workload.build_model()
+    why = diagnose(model, cfg.precision)
     results = [
         checks.convergence(runs, cfg.tolerance, why),
         checks.memory(runs, device_type),
@@ -122,7 +122,7 @@ def assemble(
         "dpwise_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": command,
-        "workload": workload_facts(cfg, runs),
+        "workload": workload_facts(cfg, workload, model, runs),
         "environment": env,
         "runs": runs,
         "checks": list(by_name.values()),

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpwise.checks.base import clearly_faster
+from dpwise.checks.base import clearly_faster, median_rate
 from dpwise.units import pct, rate, sci
 
 Run = dict[str, Any]
 GUIDE = "guide"
-
-
-def _rate(run: Run) -> float:
-    return run["samples_per_s"]["median"]
 
 
 def recommend(
@@ -26,17 +22,18 @@ def recommend(
     single = runs[0]
     ok = [r for r in runs if r["max_param_diff_vs_single"] <= tolerance or known_cause]
     parallel = [r for r in ok if r["world_size"] > 1 and not r["notes"]]
-    ranked = sorted(parallel, key=_rate, reverse=True)
+    ranked = sorted(parallel, key=median_rate, reverse=True)
     best = ranked[0] if ranked and clearly_faster(ranked[0], single) else single
     runner = next((r for r in [*ranked, single] if r is not best), None)
     spread = f"{best['samples_per_s']['min']:,.0f}–{best['samples_per_s']['max']:,.0f}"
     vs = "" if best is single else f", {best['speedup_vs_single']:.2f}× the single process"
     reasons = [
-        f"{best['label']} trains at {rate(_rate(best))} samples/s ({spread} over the repeats){vs}"
+        f"{best['label']} trains at {rate(median_rate(best))} samples/s "
+        f"({spread} over the repeats){vs}"
     ]
     if runner is not None:
         reasons.append(
-            f"runner-up: {runner['label']} at {rate(_rate(runner))} samples/s "
+            f"runner-up: {runner['label']} at {rate(median_rate(runner))} samples/s "
             f"({runner['speedup_vs_single']:.2f}× single)"
         )
     worst = max(r["max_param_diff_vs_single"] for r in runs)
@@ -115,7 +112,7 @@ def _faster_claim(runs: list[Run], gpus: int) -> dict[str, str]:
             text, src, "–", "cannot be tested", "no dp and ddp run on 2+ GPUs of one size"
         )
     w = common[-1]
-    ratio = _rate(ddp[w]) / _rate(dp[w])
+    ratio = median_rate(ddp[w]) / median_rate(dp[w])
     why = "" if gpus > 4 else f"only {gpus} GPU(s): the '> 4 GPUs' part cannot be tested"
     held = "held" if clearly_faster(ddp[w], dp[w]) else "did not hold"
     return _claim(text, src, f"at {w} GPUs DDP / DP throughput = {ratio:.2f}", held, why)

@@ -23,10 +23,13 @@ from dpwise.workload import resolve_workload
 PROGRESS_FILE = ".progress"
 
 
+def _backend(spec: RunSpec) -> str:
+    return "nccl" if spec.device_type == "cuda" else "gloo"
+
+
 def _strategy(spec: RunSpec, env: DistEnv) -> Strategy:
     if spec.strategy == "ddp":
-        backend = "nccl" if spec.device_type == "cuda" else "gloo"
-        return DDPStrategy(env, backend, spec.device_type)
+        return DDPStrategy(env, _backend(spec), spec.device_type)
     if spec.strategy == "dp":
         return DataParallelStrategy(spec.world_size if spec.device_type == "cuda" else 0)
     device = torch.device("cuda", 0) if spec.device_type == "cuda" else torch.device("cpu")
@@ -39,7 +42,7 @@ def _plan(spec: RunSpec, cfg: CompareConfig) -> RunPlan:
     return RunPlan(
         config=train,
         device_type=spec.device_type,
-        backend=("nccl" if spec.device_type == "cuda" else "gloo") if ddp else None,
+        backend=_backend(spec) if ddp else None,
         nproc_per_node=spec.world_size if ddp else 1,
         world_size=spec.world_size if ddp else 1,
         dp_devices=spec.world_size if spec.strategy == "dp" and spec.device_type == "cuda" else 0,
@@ -51,8 +54,7 @@ def _local_group(spec: RunSpec) -> bool:
     """ddp × 1 runs in this process: a one-member process group on an in-memory store."""
     if spec.strategy != "ddp" or spec.launched or dist.is_initialized():
         return False
-    backend = "nccl" if spec.device_type == "cuda" else "gloo"
-    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    dist.init_process_group(_backend(spec), store=dist.HashStore(), rank=0, world_size=1)
     return True
 
 

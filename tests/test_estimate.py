@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from dpwise import footprint
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.worker import single_process_peak
 from dpwise.estimate import (
@@ -22,9 +23,15 @@ WORKLOADS = [("simple", {}), ("cnn", {"samples": 1024}), ("transformer", {"sampl
 SGD = {"precision": "fp32", "optimizer": "sgd", "momentum": 0.0, "seed": 0}
 
 
-def measured_peak(model: str, data_args: dict, batch: int) -> int:
-    cfg = CompareConfig(model=model, data_args=data_args, batch_size=batch, out=Path("unused"))
+def measured_peak(model: str, data_args: dict, batch: int, data: str | None = None) -> int:
+    cfg = CompareConfig(
+        model=model, data=data, data_args=data_args, batch_size=batch, out=Path("unused")
+    )
     return single_process_peak(cfg)
+
+
+def fixture_workload(model: str, data: str):
+    return resolve_workload(f"estimate_models:{model}", {}, f"estimate_models:{data}", {})
 
 
 @pytest.mark.parametrize(("model", "data_args"), WORKLOADS)
@@ -70,3 +77,49 @@ def test_fsdp_units_are_the_repeated_blocks():
     layer = sum(p.numel() * 4 for p in model.encoder.layers[0].parameters())
     root = 1000 * 64 * 4 + 32 * 64 * 4 + 2 * 64 * 4 + 64 * 10 * 4 + 10 * 4
     assert largest_unit(model) == max(layer, root)
+
+
+def test_batchnorm_model_is_estimated_within_25_percent(userpkg):
+    """A training-mode forward of one sample fails on this model: the probes use two or more."""
+    facts = model_facts(fixture_workload("batchnorm_net", "images"), SGD)
+    assert facts.method == "measured-cpu" and "up to 1.00 GiB" in facts.reason
+    assert (
+        facts.output_bytes_per_sample == 10 * 4 and facts.input_bytes_per_sample == 3 * 16 * 16 * 4
+    )
+    for batch in (64, 256):
+        estimate = estimate_all(facts, 2, Settings(batch, "fp32", "sgd", 0.0))["single"]
+        measured = measured_peak(
+            "estimate_models:batchnorm_net", {}, batch, "estimate_models:images"
+        )
+        error = abs(estimate["peak_bytes"] - measured) / measured
+        assert error <= 0.25, f"batch {batch}: {error:.1%} off"
+
+
+def test_large_batchnorm_model_is_traced_on_meta(userpkg, monkeypatch):
+    monkeypatch.setattr(footprint, "REAL_RUN_LIMIT", 1)  # every model counts as large
+    facts = model_facts(fixture_workload("batchnorm_net", "images"), SGD)
+    assert facts.method == "meta-trace" and "traced on the meta device" in facts.reason
+    assert facts.per_sample_bytes > 3 * 16 * 16 * 4  # at least the first conv's saved input
+
+
+def test_model_reading_values_falls_back_to_a_real_forward(userpkg):
+    facts = model_facts(fixture_workload("reads_values", "vectors"), SGD)
+    assert facts.method == "measured-cpu"
+    assert "meta-device forward failed (RuntimeError: Tensor.item()" in facts.reason
+    assert facts.input_bytes_per_sample == 64 * 4 and facts.output_bytes_per_sample == 10 * 4
+    estimate = estimate_all(facts, 2, Settings(128, "fp32", "sgd", 0.0))["single"]
+    measured = measured_peak("estimate_models:reads_values", {}, 128, "estimate_models:vectors")
+    assert abs(estimate["peak_bytes"] - measured) / measured <= 0.25
+
+
+@pytest.mark.parametrize(("memory", "method"), [(0, "parameter-count"), (1 << 40, "measured-cpu")])
+def test_large_model_reading_values_falls_back(userpkg, monkeypatch, memory, method):
+    """The meta trace cannot run: measured for real when it fits in memory, else states only."""
+    monkeypatch.setattr(footprint, "REAL_RUN_LIMIT", 1)
+    monkeypatch.setattr(footprint, "available_memory", lambda: memory)
+    facts = model_facts(fixture_workload("reads_values", "vectors"), SGD)
+    assert facts.method == method and "meta-device trace failed (RuntimeError" in facts.reason
+    if method == "parameter-count":
+        assert facts.per_sample_bytes == 0 and "activations are NOT included" in facts.reason
+    else:
+        assert facts.per_sample_bytes > 0 and "fit this machine's memory" in facts.reason

@@ -16,13 +16,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise.data import BatchSource
+from dpwise.footprint import footprint
 from dpwise.workload import Workload
 
-REAL_RUN_LIMIT = (
-    1 << 30
-)  # parameter bytes up to which the batch-dependent part is measured for real
-PROBE_BATCHES = (4, 8)
 STRATEGIES = ("single", "dp", "ddp", "fsdp")
 
 
@@ -37,7 +33,8 @@ class ModelFacts:
     fixed_bytes: float  # what the measured step adds beyond model states at batch 0
     input_bytes_per_sample: int
     output_bytes_per_sample: int
-    method: str  # "measured-cpu" or "meta-trace"
+    method: str  # "measured-cpu", "meta-trace" or "parameter-count" (see dpwise.footprint)
+    reason: str = ""  # which path was taken and why
 
 
 def _bytes(module: nn.Module) -> int:
@@ -73,10 +70,6 @@ def _states(model: nn.Module) -> tuple[int, int, int, int, int]:
     return count, total, trainable, *fsdp_units(model)
 
 
-def _sample(data: BatchSource, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
-    return data.get(torch.arange(min(batch, len(data))))
-
-
 def optimizer_bytes(trainable: int, optimizer: str, momentum: float) -> int:
     """AdamW keeps two moments per parameter; SGD one momentum buffer, or none."""
     if optimizer == "adamw":
@@ -89,58 +82,6 @@ def amp_cast_bytes(param_count: int, precision: str) -> int:
     return 2 * param_count if precision in ("bf16", "fp16") else 0
 
 
-def _measured_peak(workload: Workload, data: BatchSource, batch: int, cfg: dict[str, Any]) -> int:
-    """Peak live CPU tensor bytes of two training steps, measured as `dpwise compare` does."""
-    import tempfile
-    from pathlib import Path
-
-    from dpwise.engine import make_optimizer
-    from dpwise.measure import profile
-    from dpwise.precision import Precision
-
-    rows = torch.arange(min(batch, len(data)))
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = Path(tmp) / "trace.json"
-        with profile.session("cpu", with_memory=True) as prof:
-            torch.manual_seed(cfg["seed"])
-            model = workload.build_model()
-            opt = make_optimizer(cfg["optimizer"], model.parameters(), 1e-3, cfg["momentum"], 0.0)
-            amp = Precision(cfg["precision"], "cpu")
-            for _ in range(2):  # the second step already holds the optimizer state
-                x, y = data.get(rows)
-                with amp.autocast():
-                    loss = nn.functional.cross_entropy(workload.check_output(model(x)), y)
-                amp.backward(loss)
-                amp.step(opt)
-                opt.zero_grad(set_to_none=True)
-        profile.export(prof, trace)
-        return profile.peak_live_cpu_bytes(trace) or 0
-
-
-def _saved_bytes(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> int:
-    """Bytes autograd keeps for backward in one forward (parameters excluded), on any device."""
-    params = {id(p) for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        base = t._base if t._base is not None else t
-        if id(base) not in params:
-            seen[id(base)] = base.numel() * base.element_size()
-        return t
-
-    # On the meta device autocast does not apply: activations count at full precision there,
-    # an upper bound for bf16/fp16 runs.
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        nn.functional.cross_entropy(model(x), y)
-    return sum(seen.values())
-
-
-def _io_bytes(workload: Workload, model: nn.Module, x: torch.Tensor) -> tuple[int, int]:
-    with torch.no_grad():
-        out = workload.check_output(model(x[:1]))
-    return x[0].numel() * x.element_size(), out[0].numel() * out.element_size()
-
-
 def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
     """cfg: precision, optimizer, momentum, seed. Never allocates a large model's memory."""
     with torch.device("meta"):
@@ -149,20 +90,19 @@ def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
     states = total + trainable + optimizer_bytes(trainable, cfg["optimizer"], cfg["momentum"])
     states += amp_cast_bytes(count, cfg["precision"])
     data = workload.load_data(cfg["seed"])
-    x, y = (t.to("meta") for t in _sample(data, 2))
-    inp, out = _io_bytes(workload, meta_model, x)  # checks the output before any training
-    if total <= REAL_RUN_LIMIT:
-        b1, b2 = PROBE_BATCHES
-        p1, p2 = (_measured_peak(workload, data, b, cfg) for b in (b1, b2))
-        per_sample = max(0.0, (p2 - p1) / (b2 - b1))
-        fixed = max(0.0, p1 - states - per_sample * b1)
-        return ModelFacts(
-            count, total, trainable, block, blocks, per_sample, fixed, inp, out, "measured-cpu"
-        )
-    s1 = _saved_bytes(meta_model, x[:1], y[:1])
-    s2 = _saved_bytes(meta_model, x, y)
+    fp = footprint(workload, meta_model, data, cfg, states, total)
     return ModelFacts(
-        count, total, trainable, block, blocks, float(s2 - s1), 0.0, inp, out, "meta-trace"
+        count,
+        total,
+        trainable,
+        block,
+        blocks,
+        fp.per_sample_bytes,
+        fp.fixed_bytes,
+        fp.input_bytes_per_sample,
+        fp.output_bytes_per_sample,
+        fp.method,
+        fp.reason,
     )
 
 
@@ -253,5 +193,7 @@ def facts_from_count(parameters: int) -> ModelFacts:
         0.0,
         0,
         0,
-        "parameter count (activations not included; FSDP units assume 32 blocks)",
+        "parameter-count",
+        "--params gives the parameter count only: fp32 weights, activations NOT included, FSDP "
+        "units assumed to be 32 equal blocks",
     )

@@ -113,3 +113,91 @@ def test_env_json_reports_the_environment():
     assert info["launcher_env"] == {"LOCAL_RANK": "0", "NCCL_DEBUG": "INFO"}
     text = run_cli("env").stdout
     assert "gloo_available" in text and torch.__version__ in text
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("7e9", 7_000_000_000),
+        ("7B", 7_000_000_000),
+        ("350M", 350_000_000),
+        ("1.3b", 1_300_000_000),
+        ("7_000_000_000", 7_000_000_000),
+        ("1.5T", 1_500_000_000_000),
+    ],
+)
+def test_params_accepts_the_ways_model_sizes_are_written(text, count, capsys):
+    answer = _json(capsys, "--gpus", "8", "--device-memory", "100000", "--params", text)
+    assert answer["model"]["parameters"] == count
+    assert answer["model"]["method"] == "parameter-count"
+    assert "--model PKG.MODULE:MODEL_FACTORY" in answer["launch"][-1]  # not the built-in model
+
+
+@pytest.mark.parametrize("text", ["7GB", "seven", "1..3", "-5"])
+def test_params_refuses_other_text_in_one_line(text, capsys):
+    assert main(["advise", "--params", text]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert f"'{text}' is not a parameter count; write it like 7e9, 7B, 350M" in err
+
+
+def test_help_shows_the_size_formats(capsys):
+    with pytest.raises(SystemExit):
+        main(["advise", "--help"])
+    assert "7e9, 7B, 350M, 1.3b, 1.5T" in " ".join(capsys.readouterr().out.split())
+
+
+WORKLOAD = ["--model", "userpkg:tiny_model", "--model-arg", "width=16"]
+WORKLOAD += ["--data", "userpkg:tiny_data", "--data-arg", "samples=96"]
+
+
+def test_launch_line_trains_the_users_model(userpkg, capsys):
+    answer = _json(capsys, "--gpus", "2", "--batch-size", "32", *WORKLOAD)
+    assert answer["launch"][-1] == (
+        "dpwise train --strategy ddp --nproc 2 " + " ".join(WORKLOAD) + " --batch-size 32"
+    )
+
+
+def test_from_results_launches_the_compared_workload(userpkg, tmp_path, capsys):
+    results = json.loads((FIXTURES / "results_sample.json").read_text())
+    results["workload"].update(
+        model="userpkg:tiny_model",
+        model_args={"width": 16},
+        data="userpkg:tiny_data",
+        data_args={"samples": 96},
+    )
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    answer = _json(capsys, "--from", str(path))
+    assert answer["launch"][-1] == (
+        "dpwise train --strategy single " + " ".join(WORKLOAD) + " --batch-size 256 "
+        "--precision fp32"
+    )
+    assert answer["model"]["parameters"] == 4 * 16 + 16 + 16 * 2 + 2
+
+
+def test_from_inconclusive_results_says_so(tmp_path, capsys):
+    results = json.loads((FIXTURES / "results_sample.json").read_text())
+    why = "the speed check found the machine's speed drifting by 3×"
+    results["recommendation"].update(status="inconclusive", inconclusive_reason=why)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    assert main(["advise", "--from", str(path), "--gpus", "4"]) == 0
+    text = capsys.readouterr().out
+    assert "measurements inconclusive, so the rules answer" in text
+    assert f"inconclusive: {why}" in text
+    answer = _json(capsys, "--from", str(path), "--gpus", "4")
+    assert (answer["measurement_status"], answer["inconclusive_reason"]) == ("inconclusive", why)
+    assert answer["rule"] == "single-node-4-plus-gpus"
+
+
+@pytest.mark.parametrize(
+    ("model", "data"), [("batchnorm_net", "images"), ("reads_values", "vectors")]
+)
+def test_models_the_meta_trace_cannot_run_are_advised(model, data, userpkg, capsys):
+    assert (
+        main(["advise", "--model", f"estimate_models:{model}", "--data", f"estimate_models:{data}"])
+        == 0
+    )
+    text = capsys.readouterr().out
+    assert "Memory per device (estimate, measured-cpu" in text and "  how: " in text

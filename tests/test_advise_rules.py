@@ -1,8 +1,11 @@
 """The decision matrix, row by row, and the cases the guide has no row for."""
 
+import shlex
+
 import pytest
 
-from dpwise.advise import Situation, decide, from_results
+from dpwise.advise import Situation, decide
+from dpwise.advise_results import from_results
 
 GIB = 1024**3
 SMALL = {"single": 2 * GIB, "dp": 3 * GIB, "ddp": 3 * GIB, "fsdp": 1 * GIB}  # of 80 GiB
@@ -130,3 +133,86 @@ def test_measurements_take_precedence_over_the_rules():
     )
     assert answer.reasons[0].startswith("measured by dpwise compare")
     assert "5.00 MiB" in answer.reasons[-1]
+
+
+def _parts(dp_batch: int, buckets: int) -> dict:
+    return {"dp": {"dp_full_batch_inputs": dp_batch}, "ddp": {"ddp_buckets": buckets}}
+
+
+@pytest.mark.parametrize("gpus", [2, 8])
+def test_dataparallel_device0_text_follows_the_numbers(gpus):
+    below = {**SMALL, "dp": 3 * GIB, "ddp": 4 * GIB}
+    s = Situation(gpus, 1, 80 * GIB, "production", below, _parts(GIB // 2, GIB + GIB // 2))
+    text = " ".join(decide(s).reasons)
+    assert "DataParallel's device 0 needs 3.00 GiB, no more than ddp's 4.00 GiB" in text
+    assert "bucket copy of the gradients (1.50 GiB)" in text and "(512.00 MiB)" in text
+    assert "carries the optimizer" not in text and "loads device 0" not in text
+    above = {**SMALL, "dp": 5 * GIB, "ddp": 4 * GIB}
+    s = Situation(gpus, 1, 80 * GIB, "production", above, _parts(2 * GIB, GIB))
+    text = " ".join(decide(s).reasons)
+    assert "DataParallel's device 0 needs 5.00 GiB, more than ddp's 4.00 GiB" in text
+    assert "gathered outputs (2.00 GiB)" in text
+
+
+def test_launch_lines_keep_the_users_workload_shell_quoted():
+    workload = ("--model", "pkg.mod:net", "--model-arg", "name=a b", "--data-arg", "path=$HOME/x")
+    s = Situation(2, 1, 80 * GIB, "production", SMALL, workload_args=workload)
+    launch = decide(s).launch
+    assert launch[1].startswith("dpwise train --strategy ddp --nproc 2 --model pkg.mod:net")
+    assert shlex.split(launch[1])[-6:] == list(workload)
+    assert "'name=a b'" in launch[1] and "'path=$HOME/x'" in launch[1]
+    cpu = decide(Situation(0, 1, 80 * GIB, "production", SMALL, workload_args=workload))
+    assert shlex.split(cpu.launch[1]) == ["dpwise", "train", "--strategy", "single", *workload]
+
+
+def _results(**rec) -> dict:
+    return {
+        "workload": {"tolerance": 1e-4},
+        "checks": [{"name": "convergence", "summary": "ddp × 2 differ from single by up to 3e-02"}],
+        "recommendation": {
+            "strategy": "ddp",
+            "world_size": 2,
+            "run": "ddp-2",
+            "runner_up": "single",
+            "reasons": ["ddp × 2 trains at 9,000 samples/s"],
+            **rec,
+        },
+        "runs": [
+            {"id": "single", "label": "single", "losses": [2.3, 2.2], "memory": {"per_device": []}},
+            {
+                "id": "ddp-2",
+                "label": "ddp × 2",
+                "losses": [2.3, 2.2],
+                "max_param_diff_vs_single": 1e-8,
+                "memory": {"per_device": [{"peak_bytes": 2**20}]},
+            },
+        ],
+    }
+
+
+def test_inconclusive_measurements_are_passed_on_with_their_reason():
+    why = "single's repeats spread 2.49–6.46 s: the runs cannot be told apart"
+    results = _results(status="inconclusive", inconclusive_reason=why)
+    answer = from_results(results, situation(gpus=0))
+    assert (answer.strategy, answer.rule) == ("single", "cpu-only")  # the rules' answer
+    assert answer.measurement_status == "inconclusive" and answer.inconclusive_reason == why
+    assert "inconclusive" in answer.reasons[0] and why in answer.reasons[0]
+    assert not any("take precedence" in r for r in answer.reasons)
+
+
+def test_results_without_a_status_are_conclusive():
+    answer = from_results(_results(), situation(gpus=0))
+    assert (answer.strategy, answer.rule) == ("ddp", "measured-results")
+    assert answer.measurement_status == "recommended" and answer.warnings == []
+
+
+def test_a_run_that_diverged_or_failed_convergence_is_not_recommended_silently():
+    results = _results()
+    results["runs"][1]["losses"] = [2.3, float("nan")]
+    answer = from_results(results, situation(gpus=0))
+    assert len(answer.warnings) == 1 and "ddp × 2's loss diverged" in answer.warnings[0]
+    results = _results()
+    results["runs"][1]["max_param_diff_vs_single"] = 3e-2
+    (warning,) = from_results(results, situation(gpus=0)).warnings
+    assert "did not reproduce the single-process run" in warning and "3.0e-02" in warning
+    assert "ddp × 2 differ from single by up to 3e-02" in warning

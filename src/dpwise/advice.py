@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dpwise.advise import decide, from_results, situation
+from dpwise.advise import decide, situation
+from dpwise.advise_results import from_results
 from dpwise.errors import DpwiseError
 from dpwise.estimate import Settings, estimate_all, facts_dict, facts_from_count, model_facts
 from dpwise.facts import Fact, as_dict, gather
@@ -68,14 +69,42 @@ def load_results(path: Path) -> dict[str, Any]:
     return results
 
 
+def _workload(
+    req: AdviseRequest, results: dict | None
+) -> tuple[str | None, dict, str | None, dict]:
+    """The model and data to estimate: the flags', else the compared run's."""
+    if req.model is None and req.params is None and results is not None:
+        w = results["workload"]
+        return w["model"], w.get("model_args") or {}, w.get("data"), w.get("data_args") or {}
+    return req.model, req.model_args or {}, req.data, req.data_args or {}
+
+
+PLACEHOLDER = ("--model", "PKG.MODULE:MODEL_FACTORY", "--data", "PKG.MODULE:DATA_FACTORY")
+
+
+def train_args(req: AdviseRequest, results: dict | None, facts: dict) -> tuple[str, ...]:
+    """The workload and settings as `dpwise train` flags, so the launch line trains this model."""
+    model, args, data, data_args = _workload(req, results)
+    out: list[str] = []
+    if model is None:
+        out += PLACEHOLDER if req.params is not None else ()
+    elif model != "simple" or args or (data not in (None, model)):
+        out += ["--model", model]
+        out += [a for k, v in args.items() for a in ("--model-arg", f"{k}={v}")]
+    if model is not None and data not in (None, model):
+        out += ["--data", data]
+    if model is not None:
+        out += [a for k, v in data_args.items() for a in ("--data-arg", f"{k}={v}")]
+    for name in ("batch_size", "precision", "optimizer"):
+        if facts[name].source == "given":
+            out += [f"--{name.replace('_', '-')}", str(facts[name].value)]
+    return tuple(out)
+
+
 def _model_facts(req: AdviseRequest, facts: dict, results: dict | None):
     if req.params is not None:
         return facts_from_count(req.params)
-    model, args, data = req.model, req.model_args or {}, req.data
-    data_args = req.data_args or {}
-    if model is None and results is not None:
-        w = results["workload"]
-        model, args, data, data_args = w["model"], w["model_args"], w.get("data"), w["data_args"]
+    model, args, data, data_args = _workload(req, results)
     if model is None:
         return None
     workload = resolve_workload(model, args, data, data_args)
@@ -99,6 +128,10 @@ def _from_run(req: AdviseRequest, results: dict[str, Any] | None) -> AdviseReque
         precision=req.precision or w.get("precision"),
         optimizer=req.optimizer or w.get("optimizer"),
     )
+
+
+def _busiest(estimate: dict[str, Any]) -> dict[str, int]:
+    return max(estimate["per_device"], key=lambda d: d["bytes"])["breakdown"]
 
 
 def advise(req: AdviseRequest) -> dict[str, Any]:
@@ -129,7 +162,8 @@ def advise(req: AdviseRequest) -> dict[str, Any]:
     )
     memory = None if mf is None else estimate_all(mf, world, settings, dp_world=max(gpus, 1))
     peaks = None if memory is None else {k: v["peak_bytes"] for k, v in memory.items()}
-    s = situation(facts, peaks)
+    busiest = None if memory is None else {k: _busiest(v) for k, v in memory.items()}
+    s = situation(facts, peaks, busiest, train_args(req, results, facts))
     rec = from_results(results, s) if results is not None else decide(s)
     return {
         **rec.to_dict(),

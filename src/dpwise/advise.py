@@ -7,6 +7,7 @@ is multi-node" ignores FSDP; the matrix has no answer for a model that does not 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -26,6 +27,9 @@ class Recommendation:
     changes: list[str]  # what would change the answer
     launch: list[str] = field(default_factory=list)
     world_size: int = 1
+    measurement_status: str | None = None  # with --from: "recommended" or "inconclusive"
+    inconclusive_reason: str | None = None
+    warnings: list[str] = field(default_factory=list)  # what the measured run got wrong
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -38,29 +42,43 @@ class Situation:
     device_bytes: float
     goal: str
     peaks: dict[str, int] | None  # strategy → estimated peak bytes per device (None: unknown)
+    # strategy → breakdown of its busiest device (the estimate's parts), when known
+    breakdowns: dict[str, dict[str, int]] | None = None
+    workload_args: tuple[str, ...] = ()  # the user's workload as `dpwise train` flags
 
 
-def situation(facts: dict[str, Fact], peaks: dict[str, int] | None) -> Situation:
+def situation(
+    facts: dict[str, Fact],
+    peaks: dict[str, int] | None,
+    breakdowns: dict[str, dict[str, int]] | None = None,
+    workload_args: tuple[str, ...] = (),
+) -> Situation:
     return Situation(
         gpus=int(facts["gpus"].value),
         nodes=int(facts["nodes"].value),
         device_bytes=float(facts["device_memory_gib"].value) * 1024**3,
         goal=str(facts["goal"].value),
         peaks=peaks,
+        breakdowns=breakdowns,
+        workload_args=workload_args,
     )
 
 
-def launch_commands(strategy: str, gpus: int, nodes: int) -> list[str]:
+def launch_commands(
+    strategy: str, gpus: int, nodes: int, workload: tuple[str, ...] = ()
+) -> list[str]:
+    """Your own script's launch line, then dpwise's for the same workload (flags shell-quoted)."""
+    tail = f" {shlex.join(workload)}" if workload else ""
     if strategy in ("single", "dp"):
         wrap = "" if strategy == "single" else "  # model = torch.nn.DataParallel(model)"
-        return [f"python train.py{wrap}"]
+        return [f"python train.py{wrap}", f"dpwise train --strategy {strategy}{tail}"]
     multi = f" --nnodes {nodes} --rdzv-backend c10d --rdzv-endpoint HOST:29400" if nodes > 1 else ""
     dpwise = f" --nnodes {nodes} --rdzv-endpoint HOST:29400" if nodes > 1 else ""
     per_node = max(gpus, 1)
     torchrun = f"torchrun --nproc_per_node {per_node}{multi} train.py"
     if strategy == "fsdp":
         return [f"{torchrun}  # model = torch.distributed.fsdp.fully_shard(...) per block"]
-    return [torchrun, f"dpwise train --strategy ddp --nproc {per_node}{dpwise}"]
+    return [torchrun, f"dpwise train --strategy ddp --nproc {per_node}{dpwise}{tail}"]
 
 
 def _fits(s: Situation, strategy: str) -> bool:
@@ -75,7 +93,7 @@ def _rec(strategy: str, rule: str, s: Situation, reasons, runner_up, changes) ->
         reasons,
         runner_up,
         changes,
-        launch_commands(strategy, s.gpus, s.nodes),
+        launch_commands(strategy, s.gpus, s.nodes, s.workload_args),
         world,
     )
 
@@ -84,6 +102,37 @@ def _peak_text(s: Situation, strategy: str) -> str:
     if s.peaks is None:
         return "unknown (give --model to estimate it)"
     return f"{size(s.peaks[strategy])} of {size(s.device_bytes)}"
+
+
+def dp_device0_text(s: Situation) -> str:
+    """DataParallel's device 0 against ddp's per-device peak, from the estimate's own numbers."""
+    if s.peaks is None:
+        return (
+            "DataParallel scatters each batch from device 0, gathers the outputs there and "
+            "reduces the gradients onto it; give --model to compare its memory with ddp's"
+        )
+    dp, ddp = s.peaks["dp"], s.peaks["ddp"]
+    parts = s.breakdowns or {}
+    batch = sum(
+        parts.get("dp", {}).get(k, 0) for k in ("dp_full_batch_inputs", "dp_gathered_outputs")
+    )
+    buckets = parts.get("ddp", {}).get("ddp_buckets", 0)
+    if dp > ddp:
+        return (
+            f"DataParallel's device 0 needs {size(dp)}, more than ddp's {size(ddp)} per device "
+            f"(of {size(s.device_bytes)}): "
+            f"besides a full replica and the optimizer it holds the whole batch's inputs and "
+            f"gathered outputs ({size(batch)}), more than ddp's bucket copy of the gradients "
+            f"({size(buckets)})"
+        )
+    return (
+        f"DataParallel's device 0 needs {size(dp)}, no more than ddp's {size(ddp)} per device "
+        f"(of {size(s.device_bytes)}): "
+        f"ddp keeps a bucket copy of the gradients ({size(buckets)}) on every device, at least "
+        f"what dp's device 0 adds for the whole batch's inputs and gathered outputs "
+        f"({size(batch)}); DataParallel's cost lies elsewhere: one Python process whose threads "
+        "drive every GPU, and the scatter, gather and gradient reduction on device 0 every step"
+    )
 
 
 def decide(s: Situation) -> Recommendation:
@@ -190,9 +239,7 @@ def _many_gpus(s: Situation) -> Recommendation | None:
         [
             f"{s.gpus} GPUs: the guide's matrix says DDP above 4 GPUs and is silent at exactly 4; "
             "dpwise uses DDP from 4 on",
-            "DataParallel runs one Python process whose threads drive every GPU and reduces "
-            "gradients onto device 0, which carries the optimizer and gathered outputs",
-            f"per device: ddp {_peak_text(s, 'ddp')}; dp device 0 {_peak_text(s, 'dp')}",
+            dp_device0_text(s),
         ],
         "fsdp",
         ["a model that does not fit one device → fsdp"],
@@ -207,8 +254,8 @@ def _large(s: Situation) -> Recommendation | None:
         "large-model",
         s,
         [
-            f"the model takes {_peak_text(s, 'single')} of one device (over half): DataParallel's "
-            f"device 0 would need {_peak_text(s, 'dp')}",
+            f"the model takes {_peak_text(s, 'single')} of one device (over half)",
+            dp_device0_text(s),
             f"ddp needs {_peak_text(s, 'ddp')} on every device, evenly",
         ],
         "fsdp",
@@ -243,35 +290,12 @@ def _production(s: Situation) -> Recommendation:
             f"{s.gpus} GPUs for production: the guide's matrix says DataParallel below 4 GPUs; "
             "dpwise corrects it to DDP, which PyTorch recommends even on one node",
             "DDP runs a process per GPU (no GIL contention) and overlaps the gradient all-reduce "
-            "with backward; DataParallel loads device 0 with the optimizer and outputs",
-            f"per device: ddp {_peak_text(s, 'ddp')}; dp device 0 {_peak_text(s, 'dp')}",
+            "with backward",
+            dp_device0_text(s),
         ],
         "dp",
         [
             "--goal prototype → dp is acceptable for quick experiments",
             "measure both on your machine: dpwise compare, then dpwise advise --from results.json",
         ],
-    )
-
-
-def from_results(results: dict[str, Any], s: Situation) -> Recommendation:
-    """Measurements from `dpwise compare` take precedence over every rule."""
-    rec = results["recommendation"]
-    runs = {r["id"]: r for r in results["runs"]}
-    best = runs.get(rec.get("run", ""), results["runs"][0])
-    reasons = [
-        "measured by dpwise compare: measurements take precedence over the rules",
-        *rec["reasons"],
-        f"measured peak per device of {best['label']}: "
-        f"{size(max(d['peak_bytes'] or 0 for d in best['memory']['per_device']))}",
-    ]
-    world = int(rec.get("world_size", 1))
-    return Recommendation(
-        rec["strategy"],
-        "measured-results",
-        reasons,
-        rec.get("runner_up"),
-        ["other hardware or another workload: run dpwise compare there"],
-        launch_commands(rec["strategy"], world, 1),
-        world,
     )

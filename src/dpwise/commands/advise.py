@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from dpwise.commands.common import add_workload_args
@@ -21,9 +23,28 @@ examples:
   dpwise advise                                           # this machine, the guide's model
   dpwise advise --gpus 8 --model transformer --model-arg layers=32 --model-arg dim=4096 \\
                 --model-arg heads=32 --model-arg vocab=32000 --precision bf16
-  dpwise advise --gpus 16 --nodes 2 --params 7000000000 --device-memory 80
+  dpwise advise --gpus 16 --nodes 2 --params 7B --device-memory 80
   dpwise advise --from runs/compare/results.json          # measurements take precedence
 """
+
+
+SIZE_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+SIZE_EXAMPLES = "7e9, 7B, 350M, 1.3b, 1.5T or 7_000_000_000"
+_SIZE = re.compile(r"([0-9][0-9_]*(?:\.[0-9_]*)?(?:e[+-]?[0-9]+)?)([kmbgt]?)", re.IGNORECASE)
+
+
+def model_size(text: str) -> int:
+    """A parameter count as people write it: 7e9, 7B, 350M, 1.3b, 1.5T, 7_000_000_000."""
+    match = _SIZE.fullmatch(text.strip())
+    try:
+        value = Decimal(match[1].replace("_", "")) if match else None
+    except InvalidOperation:
+        value = None
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a parameter count; write it like {SIZE_EXAMPLES}"
+        )
+    return int((value * SIZE_SUFFIXES[match[2].upper()]).to_integral_value())
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,7 +56,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_workload_args(p)
     p.set_defaults(model=None)
     w = p.add_argument_group("model size and training")
-    w.add_argument("--params", type=int, help="parameter count instead of --model")
+    w.add_argument(
+        "--params",
+        type=model_size,
+        metavar="N",
+        help=f"parameter count instead of --model: {SIZE_EXAMPLES}",
+    )
     w.add_argument("--batch-size", type=int, help="GLOBAL batch (default: 256)")
     w.add_argument("--precision", choices=PRECISIONS, help="default: fp32")
     w.add_argument("--optimizer", choices=OPTIMIZERS, help="default: adamw")

@@ -31,12 +31,22 @@ def _memory_table(memory: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _source(answer: dict[str, Any]) -> str:
+    status = answer.get("measurement_status")
+    if status == "inconclusive":
+        return "; measurements inconclusive, so the rules answer"
+    return "; from measurements" if answer["measured"] else ""
+
+
 def render(answer: dict[str, Any]) -> str:
     runner = answer["runner_up"] or "none"
     lines = [
         f"Recommendation: {answer['strategy']} (world size {answer['world_size']})",
-        f"  rule: {answer['rule']}; runner-up: {runner}"
-        + ("; from measurements" if answer["measured"] else ""),
+        f"  rule: {answer['rule']}; runner-up: {runner}{_source(answer)}",
+    ]
+    if answer.get("warnings"):
+        lines += ["", "Caution:", *(f"  ! {w}" for w in answer["warnings"])]
+    lines += [
         "",
         "Why:",
         *(f"  • {r}" for r in answer["reasons"]),
@@ -47,6 +57,8 @@ def render(answer: dict[str, Any]) -> str:
     if answer["memory"] is not None:
         method = answer["model"]["method"]
         lines += ["", f"Memory per device (estimate, {method}; the busiest device):"]
+        if answer["model"].get("reason"):
+            lines.append(f"  how: {answer['model']['reason']}")
         lines += _memory_table(answer["memory"])
     lines += ["", "What would change the answer:", *(f"  • {c}" for c in answer["changes"])]
     lines += ["", "Facts:"]

@@ -1,0 +1,82 @@
+"""`dpwise advise --from`: what dpwise compare measured, passed on with what it could not settle."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dpwise.advise import Recommendation, Situation, decide, launch_commands
+from dpwise.units import sci, size
+
+RERUN = "a quieter machine or more repeats: run dpwise compare again, then dpwise advise --from"
+
+
+def _diverged(run: dict[str, Any]) -> bool:
+    losses = run.get("losses") or []
+    return any(v is None or not math.isfinite(float(v)) for v in losses)
+
+
+def run_warnings(results: dict[str, Any], run: dict[str, Any]) -> list[str]:
+    """Why the measured run should not be trained as it is: its loss diverged, or its parameters
+    left the single-process run's (the convergence check failed for it)."""
+    out = []
+    if _diverged(run):
+        out.append(
+            f"{run['label']}'s loss diverged in the compared run (a non-finite value): its speed "
+            "says nothing about training; fix the divergence (learning rate, precision) first"
+        )
+    tolerance = results.get("workload", {}).get("tolerance")
+    diff = run.get("max_param_diff_vs_single")
+    if run["id"] != "single" and tolerance is not None and diff is not None and diff > tolerance:
+        check = next((c for c in results.get("checks", []) if c["name"] == "convergence"), {})
+        cause = f" ({check['summary']})" if check.get("summary") else ""
+        out.append(
+            f"{run['label']} did not reproduce the single-process run: its parameters differ by "
+            f"up to {sci(diff)} (tolerance {sci(tolerance)}){cause}; it trains a different model "
+            "until the cause in the convergence check is fixed"
+        )
+    return out
+
+
+def _inconclusive(rec: dict[str, Any], s: Situation) -> Recommendation:
+    answer = decide(s)
+    why = rec.get("inconclusive_reason") or "the measurements could not separate the runs"
+    answer.reasons = [
+        f"dpwise compare's measurements were inconclusive: {why}; this answer comes from the "
+        "rules, not from the measurements",
+        *answer.reasons,
+    ]
+    answer.changes = [*answer.changes, RERUN]
+    answer.measurement_status = "inconclusive"
+    answer.inconclusive_reason = why
+    return answer
+
+
+def from_results(results: dict[str, Any], s: Situation) -> Recommendation:
+    """Measurements from `dpwise compare` take precedence over every rule, unless they could not
+    separate the runs (status "inconclusive"; files without a status were conclusive)."""
+    rec = results["recommendation"]
+    runs = {r["id"]: r for r in results["runs"]}
+    best = runs.get(rec.get("run", ""), results["runs"][0])
+    if rec.get("status", "recommended") == "inconclusive":
+        answer = _inconclusive(rec, s)
+        answer.warnings = run_warnings(results, best)
+        return answer
+    peak = max((d["peak_bytes"] or 0 for d in best["memory"]["per_device"]), default=0)
+    reasons = [
+        "measured by dpwise compare: measurements take precedence over the rules",
+        *rec["reasons"],
+        f"measured peak per device of {best['label']}: {size(peak)}",
+    ]
+    world = int(rec.get("world_size", 1))
+    return Recommendation(
+        rec["strategy"],
+        "measured-results",
+        reasons,
+        rec.get("runner_up"),
+        ["other hardware or another workload: run dpwise compare there"],
+        launch_commands(rec["strategy"], world, 1, s.workload_args),
+        world,
+        measurement_status="recommended",
+        warnings=run_warnings(results, best),
+    )

@@ -77,6 +77,7 @@ def train_config(args: argparse.Namespace):
         model_args=parse_kv(args.model_arg, "--model-arg"),
         data=args.data,
         data_args=parse_kv(args.data_arg, "--data-arg"),
+        loss=args.loss,
         strategy=args.strategy,
         nproc=args.nproc,
         nnodes=args.nnodes,
@@ -111,11 +112,13 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.launch import launch
     from dpwise.plan import Hardware, resolve
     from dpwise.runner import run_worker, worker_entry
-    from dpwise.workload import resolve_workload
+    from dpwise.workload import workload_for
 
     cfg = train_config(args)
     plan = resolve(cfg, Hardware.detect(), DistEnv.from_environ())
-    resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)  # imports fail here
+    workload = workload_for(cfg).validate()
+    if not cfg.quiet and workload.data_factory is None:
+        print(f"data: {workload.data_description()}", flush=True)
     if cfg.out is not None:
         outputs.check_writable(cfg.out)
     if cfg.resume is not None:

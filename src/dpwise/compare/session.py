@@ -14,7 +14,7 @@ from dpwise.compare.settings import CompareConfig
 from dpwise.plan import Hardware
 from dpwise.report.files import write_reports
 from dpwise.report.terminal import CompareProgress, checks_table, summary_table, verdict_lines
-from dpwise.workload import resolve_workload
+from dpwise.workload import workload_for
 
 
 def run_compare(cfg: CompareConfig, command: str) -> int:
@@ -22,7 +22,7 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     started = time.perf_counter()
     hw = Hardware.detect()
     specs = build_matrix(cfg, hw)  # bad sizes fail here, before anything runs or is written
-    resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
+    workload_for(cfg).validate()
     outputs.check_writable(cfg.out)
     err = Console(stderr=True)
     units = len(specs) * (cfg.repeats + 1)

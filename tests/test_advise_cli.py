@@ -201,3 +201,11 @@ def test_models_the_meta_trace_cannot_run_are_advised(model, data, userpkg, caps
     )
     text = capsys.readouterr().out
     assert "Memory per device (estimate, measured-cpu" in text and "  how: " in text
+
+
+def test_dataparallel_text_agrees_with_its_own_table(capsys):
+    answer = _json(capsys, "--gpus", "4", "--batch-size", "256")
+    dp, ddp = (answer["memory"][k]["peak_bytes"] for k in ("dp", "ddp"))
+    (sentence,) = [r for r in answer["reasons"] if r.startswith("DataParallel's device 0")]
+    assert dp < ddp and "no more than ddp's" in sentence  # SimpleModel: the buckets weigh more
+    assert "carries the optimizer" not in " ".join(answer["reasons"])

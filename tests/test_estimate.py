@@ -123,3 +123,21 @@ def test_large_model_reading_values_falls_back(userpkg, monkeypatch, memory, met
         assert facts.per_sample_bytes == 0 and "activations are NOT included" in facts.reason
     else:
         assert facts.per_sample_bytes > 0 and "fit this machine's memory" in facts.reason
+
+
+def test_a_causal_lm_with_dict_inputs_is_estimated(monkeypatch):
+    """transformers checks the attention mask's values (.item() on meta tensors fails)."""
+    pytest.importorskip("transformers")
+    args = {"n_layer": 1, "n_embd": 32, "n_head": 2, "vocab_size": 256, "n_positions": 32}
+    data = {"seq_len": 16, "samples": 128, "inputs": "dict"}
+    workload = resolve_workload("transformers:gpt2", args, None, data)
+    facts = model_facts(workload, SGD)
+    assert facts.method == "measured-cpu"
+    assert facts.input_bytes_per_sample == 2 * 16 * 8  # input_ids and attention_mask, int64
+    assert facts.output_bytes_per_sample >= 16 * 256 * 4  # the logits, at least
+    cfg = CompareConfig(
+        model="transformers:gpt2", model_args=args, data_args=data, batch_size=64, out=Path("x")
+    )
+    estimate = estimate_all(facts, 2, Settings(64, "fp32", "sgd", 0.0))["single"]["peak_bytes"]
+    measured = single_process_peak(cfg)
+    assert abs(estimate - measured) / measured <= 0.25

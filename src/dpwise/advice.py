@@ -23,6 +23,7 @@ class AdviseRequest:
     model_args: dict[str, Any] | None = None
     data: str | None = None
     data_args: dict[str, Any] | None = None
+    loss: str = "auto"
     params: int | None = None
     batch_size: int | None = None
     precision: str | None = None
@@ -69,14 +70,14 @@ def load_results(path: Path) -> dict[str, Any]:
     return results
 
 
-def _workload(
-    req: AdviseRequest, results: dict | None
-) -> tuple[str | None, dict, str | None, dict]:
-    """The model and data to estimate: the flags', else the compared run's."""
+def _workload(req: AdviseRequest, results: dict | None) -> tuple[Any, ...]:
+    """Model, model args, data, data args and loss to estimate: the flags', else the compared
+    run's."""
     if req.model is None and req.params is None and results is not None:
         w = results["workload"]
-        return w["model"], w.get("model_args") or {}, w.get("data"), w.get("data_args") or {}
-    return req.model, req.model_args or {}, req.data, req.data_args or {}
+        args, data_args = w.get("model_args") or {}, w.get("data_args") or {}
+        return w["model"], args, w.get("data"), data_args, w.get("loss") or "auto"
+    return req.model, req.model_args or {}, req.data, req.data_args or {}, req.loss
 
 
 PLACEHOLDER = ("--model", "PKG.MODULE:MODEL_FACTORY", "--data", "PKG.MODULE:DATA_FACTORY")
@@ -84,7 +85,7 @@ PLACEHOLDER = ("--model", "PKG.MODULE:MODEL_FACTORY", "--data", "PKG.MODULE:DATA
 
 def train_args(req: AdviseRequest, results: dict | None, facts: dict) -> tuple[str, ...]:
     """The workload and settings as `dpwise train` flags, so the launch line trains this model."""
-    model, args, data, data_args = _workload(req, results)
+    model, args, data, data_args, loss = _workload(req, results)
     out: list[str] = []
     if model is None:
         out += PLACEHOLDER if req.params is not None else ()
@@ -95,6 +96,8 @@ def train_args(req: AdviseRequest, results: dict | None, facts: dict) -> tuple[s
         out += ["--data", data]
     if model is not None:
         out += [a for k, v in data_args.items() for a in ("--data-arg", f"{k}={v}")]
+    if loss != "auto":
+        out += ["--loss", loss]
     for name in ("batch_size", "precision", "optimizer"):
         if facts[name].source == "given":
             out += [f"--{name.replace('_', '-')}", str(facts[name].value)]
@@ -104,10 +107,10 @@ def train_args(req: AdviseRequest, results: dict | None, facts: dict) -> tuple[s
 def _model_facts(req: AdviseRequest, facts: dict, results: dict | None):
     if req.params is not None:
         return facts_from_count(req.params)
-    model, args, data, data_args = _workload(req, results)
+    model, args, data, data_args, loss = _workload(req, results)
     if model is None:
         return None
-    workload = resolve_workload(model, args, data, data_args)
+    workload = resolve_workload(model, args, data, data_args, loss)
     cfg = {
         "precision": facts["precision"].value,
         "optimizer": facts["optimizer"].value,

@@ -40,12 +40,12 @@ IO_ROWS = 2  # rows of the forward that sizes inputs and outputs
 
 def step_loss(workload: Workload, model: nn.Module, x: Any, y: Any) -> torch.Tensor:
     """Forward and loss of one training step: the one place the estimate trains the model."""
-    return nn.functional.cross_entropy(workload.check_output(model(x)), y)
+    return workload.loss(model, x, y)
 
 
 def step_forward(workload: Workload, model: nn.Module, x: Any) -> Any:
     """Forward only: the one place the estimate runs the model without a loss."""
-    return workload.check_output(model(x))
+    return workload.forward(model, x)
 
 
 def tensors(obj: Any) -> list[torch.Tensor]:

@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
             model_args=parse_kv(args.model_arg, "--model-arg"),
             data=args.data,
             data_args=parse_kv(args.data_arg, "--data-arg"),
+            loss=args.loss,
             params=args.params,
             batch_size=args.batch_size,
             precision=args.precision,

@@ -134,6 +134,14 @@ def test_the_engine_trains_models_that_are_not_x_to_logits(userpkg, model, data,
     assert trained.result.losses[-1] < trained.result.losses[0] * 1.5
 
 
+def test_data_that_does_not_fit_the_model_fails_on_the_first_batch_in_one_line(userpkg):
+    cfg = TrainConfig(
+        model="shapes_pkg:regressor", data="synthetic", data_args={"shape": 7, "outputs": 2}
+    )
+    with pytest.raises(DpwiseError, match=r"failed on the first batch \(per sample: 7 float32\)"):
+        _train(cfg)
+
+
 # -- synthetic data -------------------------------------------------------------------------------
 def test_shapes_and_args_are_parsed_with_one_line_errors():
     assert parse_shape("3x224x224") == (3, 224, 224) and parse_shape(1000) == (1000,)

@@ -66,6 +66,7 @@ class Objective:
         if kind not in LOSSES:
             raise DpwiseError(f"--loss {kind!r} is not one of {', '.join(LOSSES)}")
         self.kind, self.origin = kind, origin
+        self.seen_batch = False  # the model has run on a batch through this objective
 
     def __call__(self, out: object, y: torch.Tensor | None) -> torch.Tensor:
         if self.kind == "auto":

@@ -103,9 +103,11 @@ def infer(model: nn.Module) -> Spec:
     timm_cfg = getattr(model, "pretrained_cfg", None) or getattr(model, "default_cfg", None)
     if isinstance(timm_cfg, dict) and "input_size" in timm_cfg:
         classes = getattr(model, "num_classes", None) or _last_linear(model)
-        return Spec(
-            shape=tuple(timm_cfg["input_size"]), classes=classes, source="timm's pretrained_cfg"
-        )
+        shape = tuple(timm_cfg["input_size"])
+        size = getattr(getattr(model, "patch_embed", None), "img_size", None)  # img_size=… given
+        if isinstance(size, (tuple, list)) and len(size) == 2:
+            shape = (shape[0], *size)
+        return Spec(shape=shape, classes=classes, source="timm's pretrained_cfg")
     return _from_layers(model)
 
 

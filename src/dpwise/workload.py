@@ -125,8 +125,26 @@ class Workload:
         y: torch.Tensor | None,
         objective: Objective | None = None,
     ) -> torch.Tensor:
-        """Forward and mean-reduced loss of one batch (what every training step computes)."""
-        return (objective or self.objective())(batches.call(model, x), y)
+        """Forward and mean-reduced loss of one batch (what every training step computes).
+
+        A model that fails on the first batch it sees (inputs that do not fit it) is a one-line
+        error naming what it was given; later failures keep their traceback.
+        """
+        objective = objective or self.objective()
+        if objective.seen_batch:
+            return objective(batches.call(model, x), y)
+        try:
+            out = batches.call(model, x)
+        except (RuntimeError, AssertionError, ValueError, TypeError, IndexError, KeyError) as exc:
+            first = (str(exc).strip().splitlines() or [""])[0][:300].rstrip(".")
+            raise DpwiseError(
+                f"--model {self.model_spec} failed on the first batch (per sample: "
+                f"{batches.describe(x)}): {type(exc).__name__}: {first}; check that the data "
+                "fits the model (--data, --data-arg shape=…, --model-arg)"
+            ) from exc
+        loss = objective(out, y)
+        objective.seen_batch = True
+        return loss
 
     def check_output(self, out: object) -> torch.Tensor:
         """The prediction tensor of a forward's output (logits, or the first tensor)."""

@@ -30,6 +30,13 @@ CASES = {
     "cnn": ("cnn", {}, None, {"samples": 1024}, (64, 256)),
     "transformer": ("transformer", {}, None, {"samples": 1024}, (64, 256)),
     "batchnorm-net": ("estimate_models:batchnorm_net", {}, "estimate_models:images", {}, (64, 256)),
+    "wide-embedding": (
+        "estimate_models:wide_embedding",
+        {},
+        "estimate_models:tokens",
+        {},
+        (8, 512),
+    ),
     "reads-values": ("estimate_models:reads_values", {}, "estimate_models:vectors", {}, (64, 256)),
     "resnet18 (32 px)": (
         "torchvision:resnet18",
@@ -56,14 +63,14 @@ CASES = {
         "transformers:gpt2",
         {"n_layer": 2},
         SYNTH,
-        {"seq_len": 64, "samples": 256},
-        (8, 32),
+        {"seq_len": 32, "samples": 256},
+        (8, 24),
     ),
     "bert (2 layers)": (
         "transformers:BertForSequenceClassification",
         {"num_hidden_layers": 2, "num_labels": 10},
         SYNTH,
-        {"seq_len": 64, "classes": 10, "samples": 256},
+        {"seq_len": 32, "classes": 10, "samples": 256},
         (16, 64),
     ),
 }

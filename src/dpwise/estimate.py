@@ -35,6 +35,7 @@ class ModelFacts:
     output_bytes_per_sample: int
     method: str  # "measured-cpu", "meta-trace" or "parameter-count" (see dpwise.footprint)
     reason: str = ""  # which path was taken and why
+    floor_bytes: float = 0.0  # the batch-dependent part never falls below this
 
 
 def _bytes(module: nn.Module) -> int:
@@ -103,6 +104,7 @@ def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
         fp.output_bytes_per_sample,
         fp.method,
         fp.reason,
+        fp.floor_bytes,
     )
 
 
@@ -115,7 +117,7 @@ class Settings:
 
 
 def _activations(facts: ModelFacts, rows: float) -> int:
-    return int(facts.fixed_bytes + facts.per_sample_bytes * rows)
+    return int(max(facts.fixed_bytes + facts.per_sample_bytes * rows, facts.floor_bytes, 0.0))
 
 
 def _base(facts: ModelFacts, s: Settings, shard: int = 1) -> dict[str, int]:

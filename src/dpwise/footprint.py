@@ -25,17 +25,18 @@ from typing import Any
 import torch
 from torch import nn
 
+from dpwise import batches
 from dpwise.data import BatchSource
 from dpwise.errors import DpwiseError
 from dpwise.units import size
 from dpwise.workload import Workload
 
-REAL_RUN_LIMIT = (
-    1 << 30
-)  # parameter bytes up to which the batch-dependent part is measured for real
+# parameter bytes up to which the batch-dependent part is measured for real
+REAL_RUN_LIMIT = 1 << 30
 PROBE_BATCHES = (4, 8)  # rows of the real CPU steps
 TRACE_BATCHES = (2, 4)  # rows of the meta trace; two at least, for BatchNorm in training mode
 IO_ROWS = 2  # rows of the forward that sizes inputs and outputs
+GROWTH_MAX_ROWS = 256  # the largest batch probed when the small ones sit on a flat peak
 
 
 def step_loss(workload: Workload, model: nn.Module, x: Any, y: Any) -> torch.Tensor:
@@ -79,15 +80,11 @@ def sample(data: BatchSource, rows: int) -> tuple[Any, Any]:
     return data.get(torch.arange(min(rows, len(data))))
 
 
-def _count(x: Any) -> int:
-    return max((t.shape[0] for t in tensors(x) if t.dim() > 0), default=1)
-
-
 def io_bytes(workload: Workload, model: nn.Module, x: Any) -> tuple[int, int]:
     """Input and output bytes per sample, from one forward on the device ``x`` lives on."""
     with torch.no_grad():
         out = step_forward(workload, model, x)
-    rows = _count(x)
+    rows = batches.rows(x)
     return per_row_bytes(x, rows), per_row_bytes(out, rows)
 
 
@@ -145,6 +142,7 @@ class Footprint:
     output_bytes_per_sample: int
     method: str  # "measured-cpu", "meta-trace" or "parameter-count"
     reason: str  # which path was taken and why
+    floor_bytes: float = 0.0  # the step never adds less than this beyond the model states
 
 
 def _failure(exc: Exception) -> str:
@@ -173,16 +171,44 @@ def available_memory() -> int:
         return 0
 
 
-def _measured(workload, data, cfg, states: int, io: tuple[int, int], why: str) -> Footprint:
+def _saved_per_sample(workload: Workload, data: BatchSource, cfg: dict[str, Any]) -> float:
+    """What autograd saves for backward per sample, on a real CPU model (no profiler)."""
     b1, b2 = PROBE_BATCHES
-    p1, p2 = (measured_peak(workload, data, b, cfg) for b in (b1, b2))
-    per_sample = max(0.0, (p2 - p1) / (b2 - b1))
-    fixed = max(0.0, p1 - states - per_sample * b1)
+    torch.manual_seed(cfg["seed"])
+    model = workload.build_model()
+    s1, s2 = (saved_bytes(workload, model, *sample(data, b)) for b in (b1, b2))
+    return max(0.0, (s2 - s1) / (b2 - b1))
+
+
+def _line(workload, data, cfg, rows: tuple[int, int]) -> tuple[float, float]:
+    """Slope and value at rows[0] of the measured peak between two batches."""
+    p1, p2 = (measured_peak(workload, data, b, cfg) for b in rows)
+    return max(0.0, (p2 - p1) / (rows[1] - rows[0])), float(p1)
+
+
+def _measured(workload, data, cfg, states: int, io: tuple[int, int], why: str) -> Footprint:
+    """The peak is the larger of two regimes: activations live (grows with the batch) and, at
+    small batches, the end of backward where the gradients outlive the freed activations (flat).
+    When the two small probes sit on the flat part, two larger ones measure the growth."""
+    rows = PROBE_BATCHES
+    per_sample, p1 = _line(workload, data, cfg, rows)
+    floor = max(0.0, p1 - states)
+    how = f"two training steps at batches {rows[0]} and {rows[1]}"
+    saved = _saved_per_sample(workload, data, cfg)
+    if per_sample < 0.5 * saved:
+        top = int(min(GROWTH_MAX_ROWS, len(data), max(4 * rows[1], states // max(saved, 1))))
+        rows = (top // 2, top)
+        per_sample, p1 = _line(workload, data, cfg, rows)
+        how += (
+            f" (their peak did not grow with the batch: it fell where the gradients outlive "
+            f"the activations) and two at batches {rows[0]} and {rows[1]}"
+        )
+    fixed = p1 - states - per_sample * rows[0]
     reason = (
-        f"{why}: two training steps at batches {b1} and {b2} ran on the CPU, measured under "
-        "torch.profiler as dpwise compare measures, and scaled linearly in the batch"
+        f"{why}: {how} ran on the CPU, measured under torch.profiler as dpwise compare "
+        "measures, and scaled linearly in the batch"
     )
-    return Footprint(per_sample, fixed, *io, "measured-cpu", reason)
+    return Footprint(per_sample, fixed, *io, "measured-cpu", reason, floor)
 
 
 def _traced(workload, meta_model, data, io: tuple[int, int], param_bytes: int) -> Footprint:
@@ -203,7 +229,7 @@ def _counted(x: Any, io: tuple[int, int] | None, error: Exception, states: int) 
         f"({size(states)}) do not fit this machine's memory to run it for real: only parameters, "
         "gradients and optimizer state are counted; activations are NOT included"
     )
-    inp, out = io if io is not None else (per_row_bytes(x, _count(x)), 0)
+    inp, out = io if io is not None else (per_row_bytes(x, batches.rows(x)), 0)
     return Footprint(0.0, 0.0, inp, out, "parameter-count", reason)
 
 

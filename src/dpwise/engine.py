@@ -273,14 +273,25 @@ def train(
     strategy: Strategy,
     workload: Workload,
     on_epoch: Callable[[EpochReport], None] | None = None,
+    on_trained: Callable[[Trained], None] | None = None,
 ) -> Trained:
-    """Set up the strategy, train, tear down. Resumes from ``--resume`` when given."""
+    """Set up the strategy, train, tear down. Resumes from ``--resume`` when given.
+
+    ``on_trained`` runs on every process once training is over and before teardown, so the
+    outputs never wait on the process group's destruction. The loop (and the wrapped model)
+    is released before teardown: see DDPStrategy.teardown for why the order matters.
+    """
     strategy.setup()
     try:
         loop = Loop(plan, strategy, workload, on_epoch)
         if plan.config.resume is not None:
             expected = checkpoint.fingerprint(plan.config.to_dict())
             loop.restore(checkpoint.load(plan.config.resume, expected))
-        return loop.run()
+        trained = loop.run()
+        strategy.release(loop.model)
+        del loop  # the last reference to the wrapper: it dies here, while the group is alive
+        if on_trained is not None:
+            on_trained(trained)
+        return trained
     finally:
         strategy.teardown()

@@ -106,11 +106,20 @@ def arm_teardown_watchdog(rank: int) -> None:
     """
     global _watchdog_file
     folder = os.environ.get(_WATCHDOG_DIR)
-    target: IO[str] = sys.stderr
+    target: IO[str] = _stderr()
     if folder and Path(folder).is_dir():
         _watchdog_file = open(Path(folder) / f"teardown.{rank}.txt", "w")  # noqa: SIM115
         target = _watchdog_file
     faulthandler.dump_traceback_later(TEARDOWN_LIMIT_S, exit=True, file=target)
+
+
+def _stderr() -> IO[str]:
+    """sys.stderr when it has a file descriptor (faulthandler needs one), else the process's."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__
+    return sys.stderr
 
 
 def disarm_teardown_watchdog() -> None:

@@ -274,12 +274,14 @@ def train(
     workload: Workload,
     on_epoch: Callable[[EpochReport], None] | None = None,
     on_trained: Callable[[Trained], None] | None = None,
+    before_teardown: Callable[[], None] | None = None,
 ) -> Trained:
     """Set up the strategy, train, tear down. Resumes from ``--resume`` when given.
 
-    ``on_trained`` runs on every process once training is over and before teardown, so the
-    outputs never wait on the process group's destruction. The loop (and the wrapped model)
-    is released before teardown: see DDPStrategy.teardown for why the order matters.
+    The end of a run has a fixed order: ``on_trained`` (rank 0 writes its outputs, so they
+    never wait on the process group), ``strategy.release`` (every process arrives, outstanding
+    communication completes, the wrapper dies while the group lives: see DDPStrategy.teardown),
+    ``before_teardown`` (e.g. a time limit on what follows), then ``strategy.teardown``.
     """
     strategy.setup()
     try:
@@ -288,10 +290,12 @@ def train(
             expected = checkpoint.fingerprint(plan.config.to_dict())
             loop.restore(checkpoint.load(plan.config.resume, expected))
         trained = loop.run()
-        strategy.release(loop.model)
-        del loop  # the last reference to the wrapper: it dies here, while the group is alive
         if on_trained is not None:
             on_trained(trained)
+        strategy.release(loop.model)
+        del loop  # the last reference to the wrapper: it dies here, while the group is alive
+        if before_teardown is not None:
+            before_teardown()
         return trained
     finally:
         strategy.teardown()

@@ -56,16 +56,22 @@ def run_worker(cfg: TrainConfig) -> dict[str, Any] | None:
     workload = workload_for(cfg)
     strategy = make_strategy(plan, env)
 
-    def finish(trained: Trained) -> None:
-        """Before teardown: rank 0 writes its outputs, then teardown gets a time limit."""
+    def write(trained: Trained) -> None:
+        """Rank 0 writes its outputs before the process group is torn down."""
         if strategy.is_main and cfg.out is not None:
             metrics = build_metrics(plan, trained.result.to_dict())
             outputs.write_outputs(cfg.out, trained.model, metrics)
-        arm_teardown_watchdog(strategy.rank)
 
     on_epoch = None if cfg.quiet else _emit_epoch
     try:
-        trained = train(plan, strategy, workload, on_epoch=on_epoch, on_trained=finish)
+        trained = train(
+            plan,
+            strategy,
+            workload,
+            on_epoch=on_epoch,
+            on_trained=write,
+            before_teardown=lambda: arm_teardown_watchdog(strategy.rank),
+        )
     finally:
         disarm_teardown_watchdog()
     if not strategy.is_main:

@@ -177,3 +177,21 @@ def test_repeated_ddp_runs_of_a_transformer_finish(tmp_path):
             pytest.fail(f"run {i + 1} of 5 hung")
         assert res.returncode == 0, res.stderr
         assert (out / "final.pt").is_file()
+
+
+@pytest.mark.slow  # in one process, but a full compare run with its profiled probe
+def test_compare_in_process_ddp_run_frees_its_wrappers_before_destroy(tmp_path, recorder):
+    """compare's ddp × 1 run (a one-member group in this process) tears down in the same order."""
+    from dpwise.compare.matrix import RunSpec
+    from dpwise.compare.settings import CompareConfig
+    from dpwise.compare.worker import measure_run
+
+    _, wrappers, at_destroy = recorder
+    cfg = CompareConfig(
+        epochs=2, repeats=1, profile_steps=1, batch_size=64, data_args={"samples": 256},
+        out=tmp_path, quiet=True,
+    )  # fmt: skip
+    record = measure_run(RunSpec("ddp-1", "ddp × 1", "ddp", 1, "cpu"), cfg)
+    assert record is not None and len(wrappers) >= 2  # the timed repeat and the profiled probe
+    assert at_destroy["alive"] == []
+    assert not dist.is_initialized()

@@ -8,11 +8,20 @@ N busy-loop processes compete for the cores for the whole loop (the hang was lik
     python bench/ddp_teardown_stress.py --runs 50 [--workload gpt2|transformer] [--load 1]
 
 prints one line per run and a summary: `50 runs: 0 hung, 0 failed, median 9.1 s`.
+
+    python bench/ddp_teardown_stress.py --cycles 100 --tries 3
+
+is the fast, side-by-side form: two worker processes each run many train-and-teardown cycles
+(`dpwise.engine.train` on a small transformer, a fresh process group per cycle), first in the
+order dpwise used before (destroy the process group, then free the DDP wrapper), then in
+dpwise's order (engine.train). A cycle that does not finish within 60 s is a hang; it ends that
+try, whose stacks go to --log.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import multiprocessing
 import os
 import shutil
@@ -91,6 +100,80 @@ def one_run(args: argparse.Namespace, out: Path) -> tuple[str, float, str]:
     return "ok", seconds, ""
 
 
+# -- the in-process cycles --------------------------------------------------------------------
+CYCLE_LIMIT_S = 60.0
+
+
+def _cycle(order: str, port: int) -> None:
+    """One train + teardown in this worker, on a fresh process group at ``port``."""
+    import torch.distributed as dist
+
+    from dpwise import engine
+    from dpwise.config import TrainConfig
+    from dpwise.env import DistEnv
+    from dpwise.plan import Hardware, resolve
+    from dpwise.strategies import make_strategy
+    from dpwise.workload import resolve_workload
+
+    os.environ["MASTER_PORT"] = str(port)
+    args = {"layers": 2, "dim": 64}
+    cfg = TrainConfig(model="transformer", model_args=args, strategy="ddp", max_steps=1,
+                      batch_size=16, threads=1, quiet=True)  # fmt: skip
+    env = DistEnv.from_environ()
+    plan = resolve(cfg, Hardware.detect(), env)
+    workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
+    strategy = make_strategy(plan, env)
+    if order == "dpwise":
+        engine.train(plan, strategy, workload)
+        return
+    strategy.setup()  # the order before the fix: the group goes first, the wrapper after
+    loop = engine.Loop(plan, strategy, workload)
+    loop.run()
+    dist.destroy_process_group()
+    del loop
+
+
+def _cycles_worker(rank: int, order: str, cycles: int, base_port: int, log: str) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", RANK=str(rank), LOCAL_RANK=str(rank))
+    os.environ.update(WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")
+    with open(log, "a") as stacks, open(f"{log}.done", "a") as done:
+        for i in range(cycles):
+            faulthandler.dump_traceback_later(CYCLE_LIMIT_S, exit=True, file=stacks)
+            _cycle(order, base_port + i)
+            faulthandler.cancel_dump_traceback_later()
+            if rank == 0:
+                done.write(f"{i}\n")
+                done.flush()
+
+
+def cycles_try(order: str, cycles: int, base_port: int, log: Path) -> int:
+    """Cycles completed before a hang (``cycles`` when none hung)."""
+    import torch.multiprocessing as mp
+
+    done = Path(f"{log}.done")
+    done.write_text("")
+    with log.open("a") as stacks:
+        stacks.write(f"=== {order}, ports from {base_port}\n")
+    try:
+        mp.spawn(_cycles_worker, args=(order, cycles, base_port, str(log)), nprocs=2)
+    except mp.ProcessExitedException:
+        return len(done.read_text().splitlines())
+    return cycles
+
+
+def main_cycles(args: argparse.Namespace) -> None:
+    log = args.log or Path(tempfile.mkstemp(suffix=".txt")[1])
+    port = 21000
+    for order in ("destroy-first", "dpwise"):
+        results = []
+        for _ in range(args.tries):
+            results.append(cycles_try(order, args.cycles, port, log))
+            port += args.cycles
+        hung = [r for r in results if r < args.cycles]
+        print(f"{order:>13}: {len(hung)} of {args.tries} tries hung "
+              f"(cycles before the hang: {hung or '-'}); {args.cycles} cycles per try")  # fmt: skip
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=50)
@@ -100,7 +183,13 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=180.0, help="seconds before a run is hung")
     p.add_argument("--load", type=int, default=0, help="busy-loop processes during the loop")
     p.add_argument("--log", type=Path, help="file for the stacks / errors of bad runs")
+    p.add_argument("--cycles", type=int, help="in-process mode: train+teardown cycles per try")
+    p.add_argument("--tries", type=int, default=3, help="in-process mode: tries per order")
     args = p.parse_args()
+    if args.cycles:
+        sys.path.insert(0, str(ROOT / "src"))
+        main_cycles(args)
+        return
     hogs = [multiprocessing.Process(target=_busy, daemon=True) for _ in range(args.load)]
     for hog in hogs:
         hog.start()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
+import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
@@ -42,6 +44,7 @@ class DDPStrategy:
         self.comm_hook = comm_hook
         self.timeout = timedelta(seconds=timeout_s)
         self._owns_group = False
+        self._wrapped: list[weakref.ref[nn.Module]] = []
 
     def setup(self) -> None:
         if self.device.type == "cuda":
@@ -59,6 +62,7 @@ class DDPStrategy:
         wrapped = DistributedDataParallel(model, device_ids=device_ids)
         if self.comm_hook is not None:
             wrapped.register_comm_hook(None, self.comm_hook)
+        self._wrapped.append(weakref.ref(wrapped))
         return wrapped
 
     def unwrap(self, model: nn.Module) -> nn.Module:
@@ -88,7 +92,33 @@ class DDPStrategy:
     def is_main(self) -> bool:
         return self.rank == 0
 
+    def release(self, model: nn.Module) -> None:
+        """Every rank is done with ``model``: finish outstanding work, detach what holds the group.
+
+        The barrier completes every collective this rank queued (its async work objects); the
+        Reducer (which holds the process group) is then dropped while the group is still alive.
+        """
+        if dist.is_initialized():
+            dist.barrier()
+        _detach_reducer(model)
+
     def teardown(self) -> None:
+        """Free the DDP wrappers' Reducers, then destroy the process group (in that order).
+
+        A Reducer's destructor runs with the GIL held (pybind11 binds it without releasing the
+        GIL; the process group's own binding releases it: pytorch#56297, pytorch#56381). If a
+        wrapper outlives destroy_process_group, its Reducer drops the last reference to
+        ProcessGroupGloo, whose destructor joins gloo's threads with the GIL held while a gloo
+        thread finishing an all_gather wants the GIL to free the work's tensors: a deadlock.
+        So wrappers are collected (or, if something still holds one, their Reducer detached)
+        while the group lives, and the group's last reference goes through its own binding.
+        """
+        gc.collect()  # wrappers in reference cycles die now, while the group is alive
+        for ref in self._wrapped:
+            wrapper = ref()
+            if wrapper is not None:
+                _detach_reducer(wrapper)
+        self._wrapped.clear()
         if self._owns_group and dist.is_initialized():
             dist.destroy_process_group()
             self._owns_group = False
@@ -98,3 +128,11 @@ class DDPStrategy:
 
     def describe(self) -> dict[str, object]:
         return {"devices": [str(self.device)], "backend": self.backend, "notes": []}
+
+
+def _detach_reducer(model: nn.Module) -> None:
+    """Drop a DDP wrapper's C++ Reducer and the Logger that shares it (both hold the group)."""
+    if isinstance(model, DistributedDataParallel):
+        for name in ("logger", "reducer"):
+            if name in model.__dict__:
+                setattr(model, name, None)

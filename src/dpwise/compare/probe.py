@@ -68,6 +68,9 @@ def _exposed(loop: Loop, strategy: Strategy, perm: torch.Tensor) -> dict[str, fl
     def quiet_step() -> None:
         with strategy.no_sync(loop.model):
             step()
+        for p in loop.model.parameters():  # DDP with find_unused_parameters all-reduces every
+            if p.requires_grad and p.grad is None:  # parameter no_sync saw used: keep a grad
+                p.grad = torch.zeros_like(p)
 
     for _ in range(EXPOSED_STEPS):
         synced.append(profile.timed_steps(step, 1, strategy.synchronize))

@@ -1,0 +1,104 @@
+"""Run the real model on a few rows of the real data, on the CPU, and report what it found.
+
+Every pass starts from the same weights and input under another seed, runs the forward with every
+module hooked and then the backward: the hooks name the random modules (stochastic.py), the missing
+gradients name the unused parameters (unused.py). Global random generators are restored after.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from dpwise.diagnosis.calls import Call, CallRecorder
+from dpwise.diagnosis.layers import Layer, layers_of
+from dpwise.diagnosis.rng import Saved, seed_all
+from dpwise.diagnosis.stochastic import stochastic_modules
+from dpwise.diagnosis.unused import Unused, classify, without_grad
+from dpwise.errors import DpwiseError
+
+ROWS = 4  # rows of the real data per pass
+SEEDS = tuple(range(6))  # one pass per seed; their first uniform draws span 0.004–0.83
+MAX_PARAMETERS = 150_000_000  # above this the probe is skipped (its cost grows with the model)
+
+
+@dataclass(frozen=True)
+class ModelProbe:
+    stochastic: list[Layer] = field(default_factory=list)
+    unused: Unused = field(default_factory=Unused)
+    rows: int = 0
+    seconds: float = 0.0
+    skipped: str | None = None  # why the probe did not run; None when it ran
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ran": self.skipped is None,
+            "skipped": self.skipped,
+            "rows": self.rows,
+            "passes": self.unused.passes,
+            "seconds": round(self.seconds, 3),
+            "stochastic": [layer.to_dict() for layer in self.stochastic],
+            "unused_parameters": self.unused.to_dict(),
+        }
+
+
+def loss_of(workload: Any, model: nn.Module, x: Any, y: Any) -> torch.Tensor:
+    """The training loss of one batch: the only place the probe calls the model."""
+    loss = getattr(workload, "loss", None)
+    if callable(loss):
+        return loss(model, x, y)
+    return F.cross_entropy(workload.check_output(model(x)), y)
+
+
+def _parameter_count(workload: Any) -> int | None:
+    try:
+        with torch.device("meta"):
+            return sum(p.numel() for p in workload.build_model().parameters())
+    except Exception:  # some models cannot be built on the meta device; the probe still runs
+        return None
+
+
+def _passes(workload: Any, model: nn.Module, x: Any, y: Any) -> tuple[list[list[Call]], list]:
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    calls, unused = [], []
+    for seed in SEEDS:
+        model.load_state_dict(state)
+        model.zero_grad(set_to_none=True)
+        seed_all(seed)
+        with CallRecorder(model) as recorder:
+            loss = loss_of(workload, model, x, y)
+        loss.backward()
+        calls.append(recorder.calls)
+        unused.append(without_grad(model))
+    return calls, unused
+
+
+def probe_workload(workload: Any, seed: int, rows: int = ROWS) -> ModelProbe:
+    """Probe the workload's model (built from ``seed``) on its first ``rows`` rows."""
+    count = _parameter_count(workload)
+    if count is not None and count > MAX_PARAMETERS:
+        return ModelProbe(skipped=f"the model has {count:,} parameters (over {MAX_PARAMETERS:,})")
+    start = time.perf_counter()
+    with Saved():
+        try:
+            torch.manual_seed(seed)
+            model = workload.build_model().train()
+            data = workload.load_data(seed)
+            x, y = data.get(torch.arange(min(rows, len(data))))
+            calls, unused = _passes(workload, model, x, y)
+        except DpwiseError:
+            raise
+        except Exception as exc:  # a model that cannot run on the CPU: say so, guess by class
+            reason = f"the model did not run on the CPU ({type(exc).__name__}: {exc})"
+            return ModelProbe(skipped=reason.splitlines()[0][:300])
+    return ModelProbe(
+        stochastic=layers_of(model, stochastic_modules(calls)),
+        unused=classify(model, unused),
+        rows=len(y),
+        seconds=time.perf_counter() - start,
+    )

@@ -34,21 +34,29 @@ def _tensors(value: Any) -> list[torch.Tensor]:
 
 
 @lru_cache(maxsize=256)
-def _ramp(n: int) -> torch.Tensor:
+def _ramp(n: int, dtype: torch.dtype) -> torch.Tensor:
     """Fixed weights (no random generator involved) that make the digest see element order."""
-    return torch.arange(n, dtype=torch.float64).mul_(0.618).cos_()
+    return torch.arange(n, dtype=torch.float64).mul_(0.618).cos_().to(dtype)
 
 
 def digest(value: Any) -> Digest:
-    """Shape, sum, absolute sum and a position-weighted sum of each tensor (float64)."""
+    """Shape, sum, L2 norm and a position-weighted sum of each tensor (accumulated in float64)."""
     out = []
     with torch.no_grad():
         for t in _tensors(value):
             if t.device.type == "meta" or t.numel() == 0:
                 out.append((tuple(t.shape),))
                 continue
-            d = t.detach().reshape(-1).double()
-            sums = (d.sum(), d.abs().sum(), d.dot(_ramp(d.numel())))
+            d = t.detach().reshape(-1)
+            if d.is_complex():
+                d = torch.view_as_real(d).reshape(-1)
+            elif not d.is_floating_point():
+                d = d.double()
+            sums = (
+                d.sum(dtype=torch.float64),
+                torch.linalg.vector_norm(d, dtype=torch.float64),
+                d.mul(_ramp(d.numel(), d.dtype)).sum(dtype=torch.float64),
+            )
             out.append((tuple(t.shape), *(s.item() for s in sums)))
     return tuple(out)
 

@@ -25,6 +25,7 @@ from dpwise.errors import DpwiseError
 ROWS = 4  # rows of the real data per pass
 SEEDS = tuple(range(6))  # one pass per seed; their first uniform draws span 0.004–0.83
 MAX_PARAMETERS = 150_000_000  # above this the probe is skipped (its cost grows with the model)
+BUDGET_S = 10.0  # after this, no further pass starts once two have run
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,10 @@ def _parameter_count(workload: Any) -> int | None:
 def _passes(workload: Any, model: nn.Module, x: Any, y: Any) -> tuple[list[list[Call]], list]:
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     calls, unused = [], []
+    deadline = time.perf_counter() + BUDGET_S
     for seed in SEEDS:
+        if len(calls) >= 2 and time.perf_counter() > deadline:
+            break
         model.load_state_dict(state)
         model.zero_grad(set_to_none=True)
         seed_all(seed)

@@ -60,6 +60,7 @@ def test_find_unused_parameters_is_explained_with_its_measured_cost():
     runs = [run("single", 1000), run("ddp-1", 800), run("ddp-2", 900)]
     result = checks.convergence(runs, 1e-4, why)
     assert result.status == "pass"
+    assert result.summary.endswith("; ddp ran with find_unused_parameters=True")
     assert result.figures["ddp_options"] == {"find_unused_parameters": True}
     assert "find_unused_parameters=True" in result.explanation
     assert "1 RandomSkip layer: blocks.1 (no gradient in some of 6 passes)" in result.explanation

@@ -20,12 +20,13 @@ def convergence(runs: list[Run], tolerance: float, why: Diagnosis) -> CheckResul
     table = {"columns": ["run", "max |Δparam| vs single", "final loss"], "rows": rows}
     figures = {"tolerance": tolerance, "max_diff": diffs, "ddp_options": why.ddp_options}
     note = ddp_options_note(runs, why)
+    flag = "; ddp ran with find_unused_parameters=True" if note else ""
     if worst <= tolerance:
         return CheckResult(
             "convergence",
             "pass",
             f"every run ends within {sci(worst)} of the single-process parameters "
-            f"(tolerance {sci(tolerance)})",
+            f"(tolerance {sci(tolerance)}){flag}",
             "All runs trained on the same global batches in the same order from the same initial "
             "weights with a mean-reduced loss, so their parameters agree to floating-point "
             "rounding: the strategies are interchangeable for this model." + note,
@@ -38,7 +39,7 @@ def convergence(runs: list[Run], tolerance: float, why: Diagnosis) -> CheckResul
         "convergence",
         "fail",
         f"{', '.join(failing)} differ from single by up to {sci(worst)} "
-        f"(tolerance {sci(tolerance)})",
+        f"(tolerance {sci(tolerance)}){flag}",
         explain_divergence(why, failing) + note,
         figures,
         table,

@@ -33,10 +33,15 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)
 def _ramp(n: int, dtype: torch.dtype) -> torch.Tensor:
     """Fixed weights (no random generator involved) that make the digest see element order."""
     return torch.arange(n, dtype=torch.float64).mul_(0.618).cos_().to(dtype)
+
+
+def release_weights() -> None:
+    """Free the cached digest weights (one tensor per activation size seen)."""
+    _ramp.cache_clear()
 
 
 def digest(value: Any) -> Digest:

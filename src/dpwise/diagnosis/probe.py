@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dpwise.diagnosis.calls import Call, CallRecorder
+from dpwise.diagnosis.calls import Call, CallRecorder, release_weights
 from dpwise.diagnosis.layers import Layer, layers_of
 from dpwise.diagnosis.rng import Saved, seed_all
 from dpwise.diagnosis.stochastic import stochastic_modules
@@ -100,6 +100,8 @@ def probe_workload(workload: Any, seed: int, rows: int = ROWS) -> ModelProbe:
         except Exception as exc:  # a model that cannot run on the CPU: say so, guess by class
             reason = f"the model did not run on the CPU ({type(exc).__name__}: {exc})"
             return ModelProbe(skipped=reason.splitlines()[0][:300])
+        finally:
+            release_weights()
     return ModelProbe(
         stochastic=layers_of(model, stochastic_modules(calls)),
         unused=classify(model, unused),

@@ -88,6 +88,8 @@ def probe_workload(workload: Any, seed: int, rows: int = ROWS) -> ModelProbe:
     if count is not None and count > MAX_PARAMETERS:
         return ModelProbe(skipped=f"the model has {count:,} parameters (over {MAX_PARAMETERS:,})")
     start = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 4 rows gain little from threads; on a busy machine they stall
     with Saved():
         try:
             torch.manual_seed(seed)
@@ -102,6 +104,7 @@ def probe_workload(workload: Any, seed: int, rows: int = ROWS) -> ModelProbe:
             return ModelProbe(skipped=reason.splitlines()[0][:300])
         finally:
             release_weights()
+            torch.set_num_threads(threads)
     return ModelProbe(
         stochastic=layers_of(model, stochastic_modules(calls)),
         unused=classify(model, unused),

@@ -20,7 +20,7 @@ def names(layers):
 
 def test_a_home_made_random_layer_is_named_by_behaviour(userpkg):
     found = probe("jitter_model")
-    assert found.skipped is None and found.rows == 4
+    assert found.skipped is None and found.rows == 2
     assert names(found.stochastic) == [("1", "Jitter")]
 
 

@@ -22,7 +22,7 @@ from dpwise.diagnosis.stochastic import stochastic_modules
 from dpwise.diagnosis.unused import Unused, classify, without_grad
 from dpwise.errors import DpwiseError
 
-ROWS = 4  # rows of the real data per pass
+ROWS = 2  # rows of the real data per pass (BatchNorm needs two)
 SEEDS = tuple(range(6))  # one pass per seed; their first uniform draws span 0.004–0.83
 MAX_PARAMETERS = 150_000_000  # above this the probe is skipped (its cost grows with the model)
 BUDGET_S = 10.0  # after this, no further pass starts once two have run
@@ -56,12 +56,13 @@ def loss_of(workload: Any, model: nn.Module, x: Any, y: Any) -> torch.Tensor:
     return F.cross_entropy(workload.check_output(model(x)), y)
 
 
-def _parameter_count(workload: Any) -> int | None:
-    try:
-        with torch.device("meta"):
-            return sum(p.numel() for p in workload.build_model().parameters())
-    except Exception:  # some models cannot be built on the meta device; the probe still runs
-        return None
+def _too_large(model: nn.Module) -> str | None:
+    count = sum(p.numel() for p in model.parameters())
+    return (
+        f"the model has {count:,} parameters, over {MAX_PARAMETERS:,}"
+        if count > MAX_PARAMETERS
+        else None
+    )
 
 
 def _passes(workload: Any, model: nn.Module, x: Any, y: Any) -> tuple[list[list[Call]], list]:
@@ -84,16 +85,16 @@ def _passes(workload: Any, model: nn.Module, x: Any, y: Any) -> tuple[list[list[
 
 def probe_workload(workload: Any, seed: int, rows: int = ROWS) -> ModelProbe:
     """Probe the workload's model (built from ``seed``) on its first ``rows`` rows."""
-    count = _parameter_count(workload)
-    if count is not None and count > MAX_PARAMETERS:
-        return ModelProbe(skipped=f"the model has {count:,} parameters (over {MAX_PARAMETERS:,})")
     start = time.perf_counter()
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # 4 rows gain little from threads; on a busy machine they stall
+    torch.set_num_threads(1)  # 2 rows gain little from threads; on a busy machine they stall
     with Saved():
         try:
             torch.manual_seed(seed)
-            model = workload.build_model().train()
+            model = workload.build_model().train()  # the runs build it on the CPU too
+            too_large = _too_large(model)
+            if too_large:
+                return ModelProbe(skipped=too_large)
             data = workload.load_data(seed)
             x, y = data.get(torch.arange(min(rows, len(data))))
             calls, unused = _passes(workload, model, x, y)

@@ -45,6 +45,15 @@ def test_many_layers_are_grouped_not_listed():
     assert "each device draws its own" in result.explanation and "p=0" in result.explanation
 
 
+def test_a_pass_with_random_layers_does_not_claim_the_runs_are_the_same():
+    why = checks.Diagnosis([], [Layer("drop", "Dropout")], "mean")
+    runs = [run("single", 1), run("ddp-2", 1, diff=9.9e-5)]
+    result = checks.convergence(runs, 1e-4, why)
+    assert result.status == "pass"
+    assert "random layers (1 Dropout layer: drop)" in result.explanation
+    assert "floating-point rounding" not in result.explanation
+
+
 def test_no_known_cause_says_the_model_was_run():
     result = checks.convergence([run("single", 1), run("ddp-2", 1, diff=1.0)], 1e-4, CLEAN)
     assert CLEAN.known_cause is None

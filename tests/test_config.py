@@ -29,7 +29,6 @@ def test_parse_kv_rejects_missing_equals():
         ({"strategy": "single", "nproc": 2}, "--nproc/--nnodes need --strategy ddp"),
         ({"strategy": "ddp", "nnodes": 2}, "needs --rdzv-endpoint"),
         ({"checkpoint_every": 5}, "--checkpoint-every needs --out"),
-        ({"model": "pkg.mod:build"}, "needs --data pkg.module:factory"),
     ],
 )
 def test_config_rejects_with_a_useful_message(kwargs, message):

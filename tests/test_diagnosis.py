@@ -8,6 +8,8 @@ import torch
 from dpwise.diagnosis import Layer, group, probe_workload
 from dpwise.workload import resolve_workload
 
+THREADS = torch.get_num_threads()
+
 
 def probe(factory: str, **model_args):
     workload = resolve_workload(f"randomlayers:{factory}", model_args, "userpkg:tiny_data", {})
@@ -70,8 +72,10 @@ def test_the_probe_leaves_the_global_generators_as_they_were(userpkg):
 
 def test_a_model_that_cannot_run_on_the_cpu_is_skipped_with_the_reason(userpkg):
     found = probe("wrong_width_model")
-    assert found.skipped is not None and "did not run on the CPU (RuntimeError" in found.skipped
+    assert found.skipped is not None and "did not run on the CPU" in found.skipped
+    assert "failed on the first batch" in found.skipped
     assert found.stochastic == [] and not found.unused
+    assert torch.get_num_threads() == THREADS  # the probe's one thread is given back
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,7 @@ class TrainConfig:
     model_args: dict[str, Any] = field(default_factory=dict)
     data: str | None = None
     data_args: dict[str, Any] = field(default_factory=dict)
+    loss: str = "auto"
     strategy: str = "single"
     nproc: int | None = None
     nnodes: int = 1
@@ -127,11 +128,6 @@ class TrainConfig:
             raise DpwiseError("--checkpoint-every needs --out DIR to write checkpoints into")
         if self.resume is not None and self.out is None:
             raise DpwiseError("--resume needs --out DIR (the run's outputs go there)")
-        if self.model.count(":") == 1 and self.data is None:
-            raise DpwiseError(
-                f"--model {self.model} needs --data pkg.module:factory "
-                "(the built-in data sets only match the built-in models)"
-            )
 
     @property
     def ddp_options(self) -> dict[str, bool]:

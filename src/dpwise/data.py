@@ -7,6 +7,8 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset, TensorDataset, default_collate
 
+from dpwise import batches
+from dpwise.batches import Inputs
 from dpwise.errors import DpwiseError
 
 
@@ -28,36 +30,67 @@ def micro_batch_rows(
 
 
 class BatchSource:
-    """Random access to (x, y) batches by row indices."""
+    """Random access to (inputs, targets) batches by row indices.
+
+    Inputs are a tensor or a dict of tensors; targets a tensor, or None when the model computes
+    its own loss from labels inside the inputs.
+    """
 
     def __init__(self, data: Any, origin: str) -> None:
-        if isinstance(data, TensorDataset) and len(data.tensors) == 2:
-            data = data.tensors
-        if (
-            isinstance(data, (tuple, list))
-            and len(data) == 2
-            and all(isinstance(t, torch.Tensor) for t in data)
-        ):
-            x, y = data
-            if x.shape[0] != y.shape[0]:
-                raise DpwiseError(
-                    f"{origin} returned inputs with {x.shape[0]} rows and targets with "
-                    f"{y.shape[0]}; both need one row per sample"
-                )
-            self.x, self.y, self.dataset = x, y, None
+        self.origin = origin
+        self.x: Inputs | None = None
+        self.y: torch.Tensor | None = None
+        self.dataset: Dataset | None = None
+        if isinstance(data, TensorDataset) and len(data.tensors) in (1, 2):
+            data = data.tensors if len(data.tensors) == 2 else data.tensors[0]
+        if isinstance(data, (tuple, list)) and len(data) == 2 and _pair(data):
+            self.x, self.y = data[0], data[1]
+        elif batches.is_inputs(data):
+            self.x = data
         elif isinstance(data, Dataset) and hasattr(data, "__len__"):
-            self.x = self.y = None
             self.dataset = data
         else:
             raise DpwiseError(
-                f"{origin} returned {type(data).__name__}; expected a torch Dataset of (x, y) "
-                "pairs with __len__, or a pair of tensors (x, y)"
+                f"{origin} returned {type(data).__name__}; expected a pair (inputs, targets) of "
+                "tensors (inputs may be a dict of tensors), a dict of tensors, or a torch Dataset "
+                "with __len__"
+            )
+        if self.x is not None:
+            self._check_rows()
+
+    def _check_rows(self) -> None:
+        counts = batches.row_counts(self.x)
+        if self.y is not None:
+            counts["targets"] = self.y.shape[0]
+        if len(set(counts.values())) > 1:
+            seen = ", ".join(f"{k} {v}" for k, v in counts.items())
+            raise DpwiseError(
+                f"{self.origin} returned tensors with different numbers of rows ({seen}); every "
+                "tensor needs one row per sample"
             )
 
     def __len__(self) -> int:
-        return len(self.dataset) if self.dataset is not None else self.x.shape[0]
+        return len(self.dataset) if self.dataset is not None else batches.rows(self.x)
 
-    def get(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def get(self, rows: torch.Tensor) -> tuple[Inputs, torch.Tensor | None]:
         if self.dataset is None:
-            return self.x.index_select(0, rows), self.y.index_select(0, rows)
-        return default_collate([self.dataset[i] for i in rows.tolist()])
+            y = None if self.y is None else self.y.index_select(0, rows)
+            return batches.take(self.x, rows), y
+        return _split(default_collate([self.dataset[i] for i in rows.tolist()]), self.origin)
+
+
+def _pair(data: Any) -> bool:
+    x, y = data
+    return batches.is_inputs(x) and isinstance(y, torch.Tensor)
+
+
+def _split(batch: Any, origin: str) -> tuple[Inputs, torch.Tensor | None]:
+    """A collated batch of items: (inputs, targets) pairs, or dicts of inputs alone."""
+    if isinstance(batch, (tuple, list)) and len(batch) == 2 and _pair(batch):
+        return batch[0], batch[1]
+    if batches.is_inputs(batch):
+        return batch, None
+    raise DpwiseError(
+        f"{origin}: the Dataset's items are {type(batch).__name__}; each item must be an "
+        "(inputs, target) pair or a dict of tensors"
+    )

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise import checkpoint
+from dpwise import batches, checkpoint
 from dpwise.data import BatchSource, epoch_permutation, micro_batch_rows
 from dpwise.errors import DpwiseError
 from dpwise.measure import memory
@@ -114,8 +114,8 @@ class Loop:
             self.cfg.weight_decay,
         )
         self.precision = Precision(self.cfg.precision, strategy.device.type)
-        self.check_output = workload.check_output
-        self.loss_fn = nn.CrossEntropyLoss()  # mean reduction: the equivalence contract needs it
+        self.workload = workload
+        self.objective = workload.objective()  # mean-reduced: the equivalence contract needs it
         facts = strategy.describe()
         self.result = RunResult(
             strategy=strategy.name,
@@ -138,12 +138,12 @@ class Loop:
         for micro in range(k):
             rows = self.strategy.shard(micro_batch_rows(perm, step, micro, self.cfg.batch_size, k))
             x, y = self.data.get(rows)
-            x = x.to(self.strategy.device, non_blocking=True)
-            y = y.to(self.strategy.device, non_blocking=True)
+            x = batches.to_device(x, self.strategy.device)
+            y = None if y is None else y.to(self.strategy.device, non_blocking=True)
             sync = self.strategy.no_sync(self.model) if micro < k - 1 else nullcontext()
             with sync:
                 with self.precision.autocast():
-                    loss = self.loss_fn(self.check_output(self.model(x)), y)
+                    loss = self.workload.loss(self.model, x, y, self.objective)
                     if k > 1:
                         loss = loss / k
                 self.precision.backward(loss)

@@ -16,7 +16,7 @@ from dpwise.launch import run_guarded
 from dpwise.plan import Hardware, RunPlan, resolve
 from dpwise.report.train_text import epoch_line, summary_lines
 from dpwise.strategies import make_strategy
-from dpwise.workload import resolve_workload
+from dpwise.workload import workload_for
 
 
 def configure_threads(plan: RunPlan, env: DistEnv, hw: Hardware) -> int:
@@ -53,7 +53,7 @@ def run_worker(cfg: TrainConfig) -> dict[str, Any] | None:
     hw = Hardware.detect()
     plan = resolve(cfg, hw, env)
     configure_threads(plan, env, hw)
-    workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
+    workload = workload_for(cfg)
     strategy = make_strategy(plan, env)
     trained = train(plan, strategy, workload, on_epoch=None if cfg.quiet else _emit_epoch)
     if not strategy.is_main:

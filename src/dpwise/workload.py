@@ -1,4 +1,5 @@
-"""A workload = a model factory + a data set, built in or loaded from ``pkg.module:factory``."""
+"""A workload = a model + a data set + a loss: built in, ``pkg.module:factory``, a library's
+registry (``torchvision:``, ``timm:``, ``transformers:``) or synthetic data."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import torch
 from torch import nn
 
-from dpwise import models
+from dpwise import batches, models, synthetic, zoo
+from dpwise.batches import Inputs
 from dpwise.data import BatchSource
 from dpwise.errors import DpwiseError
+from dpwise.objective import Objective, logits
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,10 @@ def load_factory(spec: str, flag: str) -> Callable[..., Any]:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         names = ", ".join(BUILTINS)
-        raise DpwiseError(f"{flag} {spec!r} is neither a built-in ({names}) nor pkg.module:factory")
+        raise DpwiseError(
+            f"{flag} {spec!r} is neither a built-in ({names}), a library model "
+            "(torchvision:NAME, timm:NAME, transformers:TYPE) nor pkg.module:factory"
+        )
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # an import can fail in any way
@@ -86,7 +93,8 @@ class Workload:
     data_spec: str
     data_args: dict[str, Any]
     model_factory: Callable[..., nn.Module]
-    data_factory: Callable[..., Any]
+    data_factory: Callable[..., Any] | None  # None: synthetic data (given or inferred)
+    loss_kind: str = "auto"
 
     def build_model(self) -> nn.Module:
         model = _call(self.model_factory, self.model_spec, "--model", self.model_args)
@@ -102,16 +110,71 @@ class Workload:
             )
         return model
 
-    def check_output(self, out: object) -> torch.Tensor:
-        """dpwise trains with cross-entropy on the model's output: it must be one tensor."""
-        if not isinstance(out, torch.Tensor):
+    # -- running the model on a batch: the one place a forward and its loss are computed --------
+    def objective(self) -> Objective:
+        """A fresh loss for one process (``auto`` resolves on the first batch)."""
+        return Objective(self.loss_kind, f"--model {self.model_spec}")
+
+    def forward(self, model: nn.Module, x: Inputs) -> Any:
+        return batches.call(model, x)
+
+    def loss(
+        self,
+        model: nn.Module,
+        x: Inputs,
+        y: torch.Tensor | None,
+        objective: Objective | None = None,
+    ) -> torch.Tensor:
+        """Forward and mean-reduced loss of one batch (what every training step computes).
+
+        A model that fails on the first batch it sees (inputs that do not fit it) is a one-line
+        error naming what it was given; later failures keep their traceback.
+        """
+        objective = objective or self.objective()
+        if objective.seen_batch:
+            return objective(batches.call(model, x), y)
+        try:
+            out = batches.call(model, x)
+        except (RuntimeError, AssertionError, ValueError, TypeError, IndexError, KeyError) as exc:
+            first = (str(exc).strip().splitlines() or [""])[0][:300].rstrip(".")
             raise DpwiseError(
-                f"--model {self.model_spec}: forward returned {type(out).__name__}; dpwise needs "
-                "the logits as one tensor (wrap the model so forward returns them)"
-            )
-        return out
+                f"--model {self.model_spec} failed on the first batch (per sample: "
+                f"{batches.describe(x)}): {type(exc).__name__}: {first}; check that the data "
+                "fits the model (--data, --data-arg shape=…, --model-arg)"
+            ) from exc
+        loss = objective(out, y)
+        objective.seen_batch = True
+        return loss
+
+    def check_output(self, out: object) -> torch.Tensor:
+        """The prediction tensor of a forward's output (logits, or the first tensor)."""
+        return logits(out, f"--model {self.model_spec}")
+
+    # -- data --------------------------------------------------------------------------------------
+    @cached_property
+    def synthetic_spec(self) -> synthetic.Spec | None:
+        """The synthetic data's description, completed from the model (None for a factory)."""
+        if self.data_factory is not None:
+            return None
+        given = synthetic.spec_from_args(self.data_args)
+        with torch.device("meta"):
+            model = self.build_model()
+        return synthetic.complete(given, model)
+
+    def validate(self) -> Workload:
+        """Fail now (one line) on what would fail in every worker: imports, uninferable data."""
+        _ = self.synthetic_spec
+        return self
+
+    def data_description(self) -> str:
+        if self.data_spec in BUILTINS:
+            return BUILTINS[self.data_spec].summary
+        spec = self.synthetic_spec
+        return f"--data {self.data_spec}" if spec is None else synthetic.describe(spec)
 
     def load_data(self, seed: int) -> BatchSource:
+        if self.data_factory is None:
+            return BatchSource(synthetic.generate(self.synthetic_spec, seed), "--data synthetic")
         kwargs = dict(self.data_args)
         if self.data_spec in BUILTINS:
             kwargs = {**self.model_args, **kwargs}
@@ -121,12 +184,34 @@ class Workload:
         return BatchSource(data, f"--data {self.data_spec}")
 
 
+def model_factory(model: str) -> Callable[..., nn.Module]:
+    if model in BUILTINS:
+        return BUILTINS[model].model
+    if zoo.is_shortcut(model):
+        return zoo.factory(model)
+    return load_factory(model, "--model")
+
+
+def workload_for(cfg: Any) -> Workload:
+    """The workload of a train or compare config (model, data and loss settings)."""
+    return resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args, cfg.loss)
+
+
 def resolve_workload(
-    model: str, model_args: dict[str, Any], data: str | None, data_args: dict[str, Any]
+    model: str,
+    model_args: dict[str, Any],
+    data: str | None,
+    data_args: dict[str, Any],
+    loss: str = "auto",
 ) -> Workload:
-    data_spec = data or model
-    model_factory = BUILTINS[model].model if model in BUILTINS else load_factory(model, "--model")
-    data_factory = (
-        BUILTINS[data_spec].data if data_spec in BUILTINS else load_factory(data_spec, "--data")
-    )
-    return Workload(model, model_args, data_spec, data_args, model_factory, data_factory)
+    """Without --data: a built-in model's own data set, else synthetic data inferred from it."""
+    build = model_factory(model)  # the model's import fails first
+    data_spec = data or (model if model in BUILTINS else synthetic.NAME)
+    if data_spec == synthetic.NAME:
+        data_factory = None
+    elif data_spec in BUILTINS:
+        data_factory = BUILTINS[data_spec].data
+    else:
+        data_factory = load_factory(data_spec, "--data")
+    Objective(loss, model)  # an unknown --loss fails here, before anything runs
+    return Workload(model, model_args, data_spec, data_args, build, data_factory, loss)

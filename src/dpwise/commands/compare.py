@@ -56,6 +56,7 @@ def compare_config(args: argparse.Namespace):
         model_args=parse_kv(args.model_arg, "--model-arg"),
         data=args.data,
         data_args=parse_kv(args.data_arg, "--data-arg"),
+        loss=args.loss,
         strategies=parse_list(args.strategies, "--strategies"),
         world_sizes=None
         if args.world_sizes is None

@@ -87,6 +87,7 @@ def train_config(args: argparse.Namespace):
         model_args=parse_kv(args.model_arg, "--model-arg"),
         data=args.data,
         data_args=parse_kv(args.data_arg, "--data-arg"),
+        loss=args.loss,
         strategy=args.strategy,
         nproc=args.nproc,
         nnodes=args.nnodes,
@@ -138,11 +139,13 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.launch import launch
     from dpwise.plan import Hardware, resolve
     from dpwise.runner import run_worker, worker_entry
-    from dpwise.workload import resolve_workload
+    from dpwise.workload import workload_for
 
     cfg = train_config(args)
     plan = resolve(cfg, Hardware.detect(), DistEnv.from_environ())
-    workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)  # imports fail
+    workload = workload_for(cfg).validate()
+    if not cfg.quiet and workload.data_factory is None:
+        print(f"data: {workload.data_description()}", flush=True)
     if cfg.static_graph:
         check_static_graph(workload, cfg.seed)
     if cfg.out is not None:

@@ -16,7 +16,7 @@ from dpwise.compare.settings import CompareConfig
 from dpwise.compare.verdict import claims, recommend
 from dpwise.diagnosis import Layer, ModelProbe, probe_workload
 from dpwise.plan import Hardware
-from dpwise.workload import BUILTINS, Workload, resolve_workload
+from dpwise.workload import BUILTINS, Workload, workload_for
 
 SCHEMA = 1
 
@@ -101,6 +101,8 @@ def workload_facts(
         "data": workload.data_spec,
         "data_args": cfg.data_args,
         "description": BUILTINS[cfg.model].summary if cfg.model in BUILTINS else cfg.model,
+        "data_description": workload.data_description(),
+        "loss": cfg.loss,
         "parameters": sum(p.numel() for p in params),
         "parameter_bytes": sum(p.numel() * p.element_size() for p in params),
         "samples_per_epoch": runs[0]["samples_per_epoch"],
@@ -124,7 +126,7 @@ def assemble(
 ) -> dict[str, Any]:
     device_type = "cuda" if any(d.startswith("cuda") for d in runs[0]["devices"]) else "cpu"
     dp_vs_ddp = derive(cfg.out, runs)
-    workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
+    workload = workload_for(cfg)
     with torch.device("meta"):
         model = workload.build_model()
     probe = probe or probe_workload(workload, cfg.seed)

@@ -16,7 +16,7 @@ from dpwise.diagnosis import probe_workload
 from dpwise.plan import Hardware
 from dpwise.report.files import write_reports
 from dpwise.report.terminal import CompareProgress, checks_table, summary_table, verdict_lines
-from dpwise.workload import resolve_workload
+from dpwise.workload import workload_for
 
 
 def run_compare(cfg: CompareConfig, command: str) -> int:
@@ -24,7 +24,7 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     started = time.perf_counter()
     hw = Hardware.detect()
     specs = build_matrix(cfg, hw)  # bad sizes fail here, before anything runs or is written
-    workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
+    workload = workload_for(cfg).validate()
     probe = probe_workload(workload, cfg.seed)  # random layers, unused parameters
     if probe.unused:
         cfg = replace(cfg, find_unused_parameters=True)  # DDP stops without it

@@ -26,6 +26,7 @@ class CompareConfig:
     model_args: dict[str, Any] = field(default_factory=dict)
     data: str | None = None
     data_args: dict[str, Any] = field(default_factory=dict)
+    loss: str = "auto"
     strategies: tuple[str, ...] = STRATEGIES
     world_sizes: tuple[int, ...] | None = None  # None: 1, 2 on CPU; 1, 2, 4 … GPUs on GPU
     epochs: int = 5  # the guide's example trains 5 epochs
@@ -72,8 +73,6 @@ class CompareConfig:
             )
         if not self.tolerance > 0:
             raise DpwiseError(f"--tolerance must be positive, got {self.tolerance}")
-        if self.model.count(":") == 1 and self.data is None:
-            raise DpwiseError(f"--model {self.model} needs --data pkg.module:factory")
 
     def train_config(self, strategy: str, nproc: int | None) -> TrainConfig:
         """The TrainConfig of one run: the same workload and hyper-parameters for every strategy."""
@@ -82,6 +81,7 @@ class CompareConfig:
             model_args=self.model_args,
             data=self.data,
             data_args=self.data_args,
+            loss=self.loss,
             strategy=strategy,
             nproc=nproc if strategy == "ddp" else None,
             device=self.device,

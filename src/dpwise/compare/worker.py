@@ -18,7 +18,7 @@ from dpwise.env import DistEnv
 from dpwise.plan import Hardware, RunPlan
 from dpwise.strategies import DataParallelStrategy, DDPStrategy, SingleStrategy
 from dpwise.strategies.base import Strategy
-from dpwise.workload import resolve_workload
+from dpwise.workload import workload_for
 
 PROGRESS_FILE = ".progress"
 
@@ -68,7 +68,7 @@ def measure_run(spec: RunSpec, cfg: CompareConfig) -> dict[str, Any] | None:
     env = DistEnv.from_environ()
     threads = _threads(spec)
     plan = _plan(spec, cfg)
-    workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
+    workload = workload_for(cfg)
     data = workload.load_data(cfg.seed)
     own_group = _local_group(spec)
     strategy = _strategy(spec, env, cfg.ddp_options)
@@ -143,7 +143,7 @@ def _record(spec, strategy, threads, timing, first, probe, ranks, final, trace) 
 def single_process_peak(cfg: CompareConfig, profile_steps: int = 2) -> int:
     """The peak live tensor bytes compare's probe records for the single-process run (CPU)."""
     spec = RunSpec("single", "single", "single", 1, "cpu")
-    workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
+    workload = workload_for(cfg)
     with tempfile.TemporaryDirectory() as tmp:
         probe = profiled_probe(
             spec,

@@ -8,11 +8,12 @@ gradients name the unused parameters (unused.py). Global random generators are r
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from dpwise.diagnosis.calls import Call, CallRecorder, release_weights
@@ -20,7 +21,6 @@ from dpwise.diagnosis.layers import Layer, layers_of
 from dpwise.diagnosis.rng import Saved, seed_all
 from dpwise.diagnosis.stochastic import stochastic_modules
 from dpwise.diagnosis.unused import Unused, classify, without_grad
-from dpwise.errors import DpwiseError
 
 ROWS = 2  # rows of the real data per pass (BatchNorm needs two)
 SEEDS = tuple(range(6))  # one pass per seed; their first uniform draws span 0.004–0.83
@@ -50,10 +50,19 @@ class ModelProbe:
 
 def loss_of(workload: Any, model: nn.Module, x: Any, y: Any) -> torch.Tensor:
     """The training loss of one batch: the only place the probe calls the model."""
-    loss = getattr(workload, "loss", None)
-    if callable(loss):
-        return loss(model, x, y)
-    return F.cross_entropy(workload.check_output(model(x)), y)
+    return workload.loss(model, x, y)
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """Two rows gain little from threads, and on a busy machine threads stall."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        release_weights()
 
 
 def _too_large(model: nn.Module) -> str | None:
@@ -86,29 +95,23 @@ def _passes(workload: Any, model: nn.Module, x: Any, y: Any) -> tuple[list[list[
 def probe_workload(workload: Any, seed: int, rows: int = ROWS) -> ModelProbe:
     """Probe the workload's model (built from ``seed``) on its first ``rows`` rows."""
     start = time.perf_counter()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # 2 rows gain little from threads; on a busy machine they stall
-    with Saved():
+    with Saved(), _one_thread():
+        torch.manual_seed(seed)
+        model = workload.build_model().train()  # the runs build it on the CPU too
+        too_large = _too_large(model)
+        if too_large:
+            return ModelProbe(skipped=too_large)
+        data = workload.load_data(seed)
+        picked = torch.arange(min(rows, len(data)))
+        x, y = data.get(picked)
         try:
-            torch.manual_seed(seed)
-            model = workload.build_model().train()  # the runs build it on the CPU too
-            too_large = _too_large(model)
-            if too_large:
-                return ModelProbe(skipped=too_large)
-            data = workload.load_data(seed)
-            x, y = data.get(torch.arange(min(rows, len(data))))
             calls, unused = _passes(workload, model, x, y)
-        except DpwiseError:
-            raise
-        except Exception as exc:  # a model that cannot run on the CPU: say so, guess by class
+        except Exception as exc:  # e.g. a model that needs a GPU: say so, find layers by class
             reason = f"the model did not run on the CPU ({type(exc).__name__}: {exc})"
             return ModelProbe(skipped=reason.splitlines()[0][:300])
-        finally:
-            release_weights()
-            torch.set_num_threads(threads)
     return ModelProbe(
         stochastic=layers_of(model, stochastic_modules(calls)),
         unused=classify(model, unused),
-        rows=len(y),
+        rows=len(picked),
         seconds=time.perf_counter() - start,
     )

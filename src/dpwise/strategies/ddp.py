@@ -16,6 +16,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from dpwise.env import DistEnv
+from dpwise.strategies.ddp_guard import GuardedDDP
 
 
 def _accepts_device_id() -> bool:
@@ -32,6 +33,7 @@ class DDPStrategy:
         device_type: str,
         comm_hook: Callable[..., Any] | None = None,
         timeout_s: float = 600.0,
+        options: dict[str, bool] | None = None,
     ) -> None:
         self.env = env
         self.backend = backend
@@ -42,6 +44,7 @@ class DDPStrategy:
         else:
             self.device = torch.device("cpu")
         self.comm_hook = comm_hook
+        self.options = {k: v for k, v in (options or {}).items() if v}  # find_unused_parameters …
         self.timeout = timedelta(seconds=timeout_s)
         self._owns_group = False
         self._wrapped: list[weakref.ref[nn.Module]] = []
@@ -59,7 +62,7 @@ class DDPStrategy:
 
     def wrap(self, model: nn.Module) -> nn.Module:
         device_ids = [self.device.index] if self.device.type == "cuda" else None
-        wrapped = DistributedDataParallel(model, device_ids=device_ids)
+        wrapped = GuardedDDP(model, device_ids=device_ids, **self.options)
         if self.comm_hook is not None:
             wrapped.register_comm_hook(None, self.comm_hook)
         self._wrapped.append(weakref.ref(wrapped))

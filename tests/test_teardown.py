@@ -18,7 +18,6 @@ import weakref
 import pytest
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 
 from conftest import child_env, free_port
 from dpwise import engine
@@ -27,6 +26,7 @@ from dpwise.env import DistEnv
 from dpwise.plan import Hardware, resolve
 from dpwise.strategies import ddp as ddp_module
 from dpwise.strategies import make_strategy
+from dpwise.strategies.ddp_guard import GuardedDDP
 from dpwise.workload import resolve_workload
 
 
@@ -69,7 +69,7 @@ def recorder(monkeypatch):
     wrappers: list[weakref.ref] = []
     at_destroy: dict[str, object] = {}
 
-    class Recorded(DistributedDataParallel):
+    class Recorded(GuardedDDP):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             wrappers.append(weakref.ref(self))
@@ -92,7 +92,7 @@ def recorder(monkeypatch):
         at_destroy["reducers"] = [getattr(w, "reducer", None) for w in at_destroy["alive"]]
         return real_destroy(*args, **kwargs)
 
-    monkeypatch.setattr(ddp_module, "DistributedDataParallel", Recorded)
+    monkeypatch.setattr(ddp_module, "GuardedDDP", Recorded)
     for name in ("all_gather_object", "all_reduce", "barrier"):
         monkeypatch.setattr(dist, name, spy(name))
     monkeypatch.setattr(dist, "destroy_process_group", destroy)

@@ -1,7 +1,8 @@
 from compare_fakes import comm, run
 from dpwise import checks
+from dpwise.diagnosis import Layer, Unused
 
-CLEAN = checks.Diagnosis(batchnorm=[], dropout=[], loss_reduction="mean")
+CLEAN = checks.Diagnosis(batchnorm=[], stochastic=[], loss_reduction="mean")
 
 
 def test_convergence_passes_within_tolerance():
@@ -12,20 +13,67 @@ def test_convergence_passes_within_tolerance():
 
 
 def test_convergence_failure_names_batchnorm_layers_and_the_fix():
-    why = checks.Diagnosis(["features.1", "features.5"], [], "mean")
+    why = checks.Diagnosis(
+        [Layer("features.1", "BatchNorm2d"), Layer("features.5", "BatchNorm2d")], [], "mean"
+    )
     runs = [run("single", 1000), run("ddp-2", 900, diff=2e-3)]
     result = checks.convergence(runs, 1e-4, why)
     assert result.status == "fail" and "ddp × 2" in result.summary
-    assert "BatchNorm layers (features.1, features.5)" in result.explanation
+    assert "BatchNorm layers (2 BatchNorm2d layers: features.1, features.5)" in result.explanation
     assert "SyncBatchNorm.convert_sync_batchnorm" in result.explanation
 
 
 def test_convergence_failure_names_every_cause_found():
-    why = checks.Diagnosis([], ["drop"], "sum", "bf16")
+    why = checks.Diagnosis([], [Layer("drop", "Dropout")], "sum", "bf16")
     result = checks.convergence([run("single", 1), run("dp-3", 1, diff=1.0)], 1e-4, why)
-    assert why.known_cause == "Dropout (drop)"
-    for text in ("Dropout (drop)", "sum-reduced", "reduction='mean'", "--precision bf16"):
+    assert why.known_cause == "random layers (1 Dropout layer: drop) and a sum-reduced loss"
+    for text in ("1 Dropout layer: drop", "sum-reduced", "reduction='mean'", "--precision bf16"):
         assert text in result.explanation
+
+
+def test_many_layers_are_grouped_not_listed():
+    bn = [Layer(f"features.{i}.1", "BatchNorm2d") for i in range(49)]
+    drop_path = [Layer(f"blocks.{i}.drop_path", "DropPath") for i in range(12)]
+    why = checks.Diagnosis(bn, drop_path, "mean")
+    result = checks.convergence([run("single", 1), run("ddp-2", 1, diff=1.0)], 1e-4, why)
+    assert "49 BatchNorm2d layers, e.g. features.0.1, features.1.1, features.2.1, …" in (
+        result.explanation
+    )
+    assert "12 DropPath layers, e.g. blocks.0.drop_path" in result.explanation
+    assert "features.3.1" not in result.explanation and "blocks.3." not in result.explanation
+    assert "features.3.1" not in why.known_cause
+    assert "each device draws its own" in result.explanation and "p=0" in result.explanation
+
+
+def test_a_pass_with_random_layers_does_not_claim_the_runs_are_the_same():
+    why = checks.Diagnosis([], [Layer("drop", "Dropout")], "mean")
+    runs = [run("single", 1), run("ddp-2", 1, diff=9.9e-5)]
+    result = checks.convergence(runs, 1e-4, why)
+    assert result.status == "pass"
+    assert "random layers (1 Dropout layer: drop)" in result.explanation
+    assert "floating-point rounding" not in result.explanation
+
+
+def test_no_known_cause_says_the_model_was_run():
+    result = checks.convergence([run("single", 1), run("ddp-2", 1, diff=1.0)], 1e-4, CLEAN)
+    assert CLEAN.known_cause is None
+    assert "no known cause" in result.explanation
+    assert "found no random layer" in result.explanation
+
+
+def test_find_unused_parameters_is_explained_with_its_measured_cost():
+    unused = Unused(sometimes=[Layer("blocks.1", "RandomSkip")], passes=6)
+    why = checks.Diagnosis(
+        [], [], "mean", unused=unused, ddp_options={"find_unused_parameters": True}
+    )
+    runs = [run("single", 1000), run("ddp-1", 800), run("ddp-2", 900)]
+    result = checks.convergence(runs, 1e-4, why)
+    assert result.status == "pass"
+    assert result.summary.endswith("; ddp ran with find_unused_parameters=True")
+    assert result.figures["ddp_options"] == {"find_unused_parameters": True}
+    assert "find_unused_parameters=True" in result.explanation
+    assert "1 RandomSkip layer: blocks.1 (no gradient in some of 6 passes)" in result.explanation
+    assert "1.25× single's time per sample" in result.explanation
 
 
 def test_memory_on_the_cpu_reports_peaks_but_cannot_test_the_claim():

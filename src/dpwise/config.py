@@ -87,6 +87,8 @@ class TrainConfig:
     out: Path | None = None
     checkpoint_every: int | None = None
     resume: Path | None = None
+    find_unused_parameters: bool = False  # DDP: allow parameters the loss does not reach
+    static_graph: bool = False  # DDP: the same parameters are used (or not) in every step
     quiet: bool = False
 
     def __post_init__(self) -> None:
@@ -110,6 +112,12 @@ class TrainConfig:
             raise DpwiseError(
                 f"--strategy {self.strategy} runs one process; --nproc/--nnodes need --strategy ddp"
             )
+        for flag in ("find_unused_parameters", "static_graph"):
+            if getattr(self, flag) and self.strategy != "ddp":
+                raise DpwiseError(
+                    f"--{flag.replace('_', '-')} is an option of DistributedDataParallel; "
+                    f"it needs --strategy ddp (got --strategy {self.strategy})"
+                )
         if self.nnodes > 1 and not self.rdzv_endpoint:
             raise DpwiseError(
                 f"--nnodes {self.nnodes} needs --rdzv-endpoint HOST:PORT reachable from every node"
@@ -120,6 +128,14 @@ class TrainConfig:
             raise DpwiseError("--checkpoint-every needs --out DIR to write checkpoints into")
         if self.resume is not None and self.out is None:
             raise DpwiseError("--resume needs --out DIR (the run's outputs go there)")
+
+    @property
+    def ddp_options(self) -> dict[str, bool]:
+        """What a ddp run passes to DistributedDataParallel."""
+        return {
+            "find_unused_parameters": self.find_unused_parameters,
+            "static_graph": self.static_graph,
+        }
 
     @property
     def checkpoint_path(self) -> Path | None:

@@ -273,14 +273,29 @@ def train(
     strategy: Strategy,
     workload: Workload,
     on_epoch: Callable[[EpochReport], None] | None = None,
+    on_trained: Callable[[Trained], None] | None = None,
+    before_teardown: Callable[[], None] | None = None,
 ) -> Trained:
-    """Set up the strategy, train, tear down. Resumes from ``--resume`` when given."""
+    """Set up the strategy, train, tear down. Resumes from ``--resume`` when given.
+
+    The end of a run has a fixed order: ``on_trained`` (rank 0 writes its outputs, so they
+    never wait on the process group), ``strategy.release`` (every process arrives, outstanding
+    communication completes, the wrapper dies while the group lives: see DDPStrategy.teardown),
+    ``before_teardown`` (e.g. a time limit on what follows), then ``strategy.teardown``.
+    """
     strategy.setup()
     try:
         loop = Loop(plan, strategy, workload, on_epoch)
         if plan.config.resume is not None:
             expected = checkpoint.fingerprint(plan.config.to_dict())
             loop.restore(checkpoint.load(plan.config.resume, expected))
-        return loop.run()
+        trained = loop.run()
+        if on_trained is not None:
+            on_trained(trained)
+        strategy.release(loop.model)
+        del loop  # the last reference to the wrapper: it dies here, while the group is alive
+        if before_teardown is not None:
+            before_teardown()
+        return trained
     finally:
         strategy.teardown()

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import sys
+import tempfile
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
 
 from dpwise.config import TrainConfig
 from dpwise.errors import DpwiseError
 from dpwise.plan import RunPlan
 
 _USAGE_PREFIX = "DpwiseError: "
+TEARDOWN_LIMIT_S = 120.0  # a healthy teardown takes well under a second
+_WATCHDOG_DIR = "DPWISE_TEARDOWN_WATCHDOG_DIR"  # where launched workers write a stuck teardown
+_TIMEOUT_MARK = "Timeout ("  # how faulthandler's timed dump begins
 
 
 class WorkerFailed(Exception):
@@ -54,14 +61,86 @@ def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
 
     for name in ("torch.distributed.elastic", "torch.multiprocessing"):
         logging.getLogger(name).setLevel(logging.CRITICAL)  # dpwise reports failures itself
+    with (
+        tempfile.TemporaryDirectory(prefix="dpwise-watchdog-") as watch,
+        _environ(_WATCHDOG_DIR, watch),
+    ):
+        try:
+            return elastic_launch(launch_config(plan), entrypoint)(*args)
+        except ChildFailedError as exc:
+            rank, failure = exc.get_first_failure()
+            stuck = stuck_teardown(Path(watch))
+            if stuck is not None:
+                raise WorkerFailed(*stuck) from None
+            message, details = _failure_text(failure.message)
+            if message.startswith(_USAGE_PREFIX):
+                raise DpwiseError(message[len(_USAGE_PREFIX) :]) from None
+            raise WorkerFailed(rank, failure.exitcode, message, details) from None
+
+
+@contextmanager
+def _environ(name: str, value: str) -> Iterator[None]:
+    """Set a variable the workers inherit, for the duration of one launch."""
+    before = os.environ.get(name)
+    os.environ[name] = value
     try:
-        return elastic_launch(launch_config(plan), entrypoint)(*args)
-    except ChildFailedError as exc:
-        rank, failure = exc.get_first_failure()
-        message, details = _failure_text(failure.message)
-        if message.startswith(_USAGE_PREFIX):
-            raise DpwiseError(message[len(_USAGE_PREFIX) :]) from None
-        raise WorkerFailed(rank, failure.exitcode, message, details) from None
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+# -- the teardown watchdog --------------------------------------------------------------------
+_watchdog_file: IO[str] | None = None
+
+
+def arm_teardown_watchdog(rank: int) -> None:
+    """If this process has not disarmed within TEARDOWN_LIMIT_S, dump every stack and exit 1.
+
+    Armed once the outputs are written, around the process group's teardown, so a teardown
+    that hangs (the gloo/DDP destructor deadlock of pytorch#56297) is reported instead of
+    hanging forever. faulthandler's timer is a C thread: it fires even while the main thread
+    is stuck in a destructor holding the GIL, where no Python thread could run.
+    """
+    global _watchdog_file
+    folder = os.environ.get(_WATCHDOG_DIR)
+    target: IO[str] = _stderr()
+    if folder and Path(folder).is_dir():
+        _watchdog_file = open(Path(folder) / f"teardown.{rank}.txt", "w")  # noqa: SIM115
+        target = _watchdog_file
+    faulthandler.dump_traceback_later(TEARDOWN_LIMIT_S, exit=True, file=target)
+
+
+def _stderr() -> IO[str]:
+    """sys.stderr when it has a file descriptor (faulthandler needs one), else the process's."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__
+    return sys.stderr
+
+
+def disarm_teardown_watchdog() -> None:
+    global _watchdog_file
+    faulthandler.cancel_dump_traceback_later()
+    if _watchdog_file is not None:
+        _watchdog_file.close()
+        _watchdog_file = None
+
+
+def stuck_teardown(folder: Path) -> tuple[int, int, str, str] | None:
+    """WorkerFailed's arguments when a worker's watchdog fired, else None."""
+    for dump in sorted(folder.glob("teardown.*.txt")):
+        text = dump.read_text(errors="replace")
+        if _TIMEOUT_MARK in text:
+            message = (
+                f"teardown did not finish within {TEARDOWN_LIMIT_S:.0f} s after training "
+                "finished and rank 0 wrote its outputs; the stuck worker's stacks are above"
+            )
+            return int(dump.stem.split(".")[1]), 1, message, text
+    return None
 
 
 def run_guarded(fn: Callable[..., Any], *args: Any) -> Any:

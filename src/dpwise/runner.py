@@ -10,9 +10,9 @@ import torch
 
 from dpwise import __version__, outputs
 from dpwise.config import TrainConfig
-from dpwise.engine import train
+from dpwise.engine import Trained, train
 from dpwise.env import DistEnv
-from dpwise.launch import run_guarded
+from dpwise.launch import arm_teardown_watchdog, disarm_teardown_watchdog, run_guarded
 from dpwise.plan import Hardware, RunPlan, resolve
 from dpwise.report.train_text import epoch_line, summary_lines
 from dpwise.strategies import make_strategy
@@ -55,12 +55,28 @@ def run_worker(cfg: TrainConfig) -> dict[str, Any] | None:
     configure_threads(plan, env, hw)
     workload = workload_for(cfg)
     strategy = make_strategy(plan, env)
-    trained = train(plan, strategy, workload, on_epoch=None if cfg.quiet else _emit_epoch)
+
+    def write(trained: Trained) -> None:
+        """Rank 0 writes its outputs before the process group is torn down."""
+        if strategy.is_main and cfg.out is not None:
+            metrics = build_metrics(plan, trained.result.to_dict())
+            outputs.write_outputs(cfg.out, trained.model, metrics)
+
+    on_epoch = None if cfg.quiet else _emit_epoch
+    try:
+        trained = train(
+            plan,
+            strategy,
+            workload,
+            on_epoch=on_epoch,
+            on_trained=write,
+            before_teardown=lambda: arm_teardown_watchdog(strategy.rank),
+        )
+    finally:
+        disarm_teardown_watchdog()
     if not strategy.is_main:
         return None
     metrics = build_metrics(plan, trained.result.to_dict())
-    if cfg.out is not None:
-        outputs.write_outputs(cfg.out, trained.model, metrics)
     if not cfg.quiet:
         for line in summary_lines(metrics):
             _print(line)

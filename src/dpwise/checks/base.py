@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dpwise.diagnosis.layers import Layer, group
+from dpwise.diagnosis.unused import Unused
+
 Run = dict[str, Any]
 
 
@@ -24,23 +27,31 @@ class CheckResult:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """What in the model or set-up can make parallel runs differ from the single process."""
+    """What in the model or set-up can make parallel runs differ from the single process.
 
-    batchnorm: list[str]
-    dropout: list[str]
+    ``batchnorm`` is found by class (its statistics follow each device's share of the batch);
+    ``stochastic`` by behaviour where the model probe ran, else by class (Dropout).
+    """
+
+    batchnorm: list[Layer]
+    stochastic: list[Layer]
     loss_reduction: str
     precision: str = "fp32"  # bf16 / fp16 round differently when the batch is split
+    unused: Unused = field(default_factory=Unused)
+    ddp_options: dict[str, bool] = field(default_factory=dict)  # what the ddp runs passed to DDP
+    probe_skipped: str | None = None  # why random layers were looked up by class name only
 
     @property
     def known_cause(self) -> str | None:
-        """A short name of the first known cause of divergence, or None."""
+        """A short name of every known cause of divergence, or None."""
+        causes = []
         if self.batchnorm:
-            return f"BatchNorm ({', '.join(self.batchnorm)})"
-        if self.dropout:
-            return f"Dropout ({', '.join(self.dropout)})"
+            causes.append(f"BatchNorm ({group(self.batchnorm)})")
+        if self.stochastic:
+            causes.append(f"random layers ({group(self.stochastic)})")
         if self.loss_reduction != "mean":
-            return f"a {self.loss_reduction}-reduced loss"
-        return None
+            causes.append(f"a {self.loss_reduction}-reduced loss")
+        return " and ".join(causes) or None
 
 
 def peak(run: Run) -> int:

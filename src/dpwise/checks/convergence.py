@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dpwise.checks.base import CheckResult, Diagnosis, Run
-from dpwise.units import sci
+from dpwise.checks.base import CheckResult, Diagnosis, Run, median_rate
+from dpwise.diagnosis.layers import group
+from dpwise.diagnosis.unused import REDUCTION_ERROR
+from dpwise.units import rate, sci
 
 
 def convergence(runs: list[Run], tolerance: float, why: Diagnosis) -> CheckResult:
@@ -16,16 +18,16 @@ def convergence(runs: list[Run], tolerance: float, why: Diagnosis) -> CheckResul
         if r["losses"]
     ]
     table = {"columns": ["run", "max |Δparam| vs single", "final loss"], "rows": rows}
-    figures = {"tolerance": tolerance, "max_diff": diffs}
+    figures = {"tolerance": tolerance, "max_diff": diffs, "ddp_options": why.ddp_options}
+    note = ddp_options_note(runs, why)
+    flag = "; ddp ran with find_unused_parameters=True" if note else ""
     if worst <= tolerance:
         return CheckResult(
             "convergence",
             "pass",
             f"every run ends within {sci(worst)} of the single-process parameters "
-            f"(tolerance {sci(tolerance)})",
-            "All runs trained on the same global batches in the same order from the same initial "
-            "weights with a mean-reduced loss, so their parameters agree to floating-point "
-            "rounding: the strategies are interchangeable for this model.",
+            f"(tolerance {sci(tolerance)}){flag}",
+            _agreement(why) + note,
             figures,
             table,
             "loss.png",
@@ -35,11 +37,37 @@ def convergence(runs: list[Run], tolerance: float, why: Diagnosis) -> CheckResul
         "convergence",
         "fail",
         f"{', '.join(failing)} differ from single by up to {sci(worst)} "
-        f"(tolerance {sci(tolerance)})",
-        explain_divergence(why, failing),
+        f"(tolerance {sci(tolerance)}){flag}",
+        explain_divergence(why, failing) + note,
         figures,
         table,
         "loss.png",
+    )
+
+
+def _agreement(why: Diagnosis) -> str:
+    if why.stochastic:
+        return (
+            f"The model has random layers ({group(why.stochastic)}): each device draws its own "
+            "random numbers, so the runs are not the same computation, but here their parameters "
+            "stayed within the tolerance. Longer training or a larger learning rate can move "
+            "them apart; compare with these layers disabled to test equivalence."
+        )
+    return (
+        "All runs trained on the same global batches in the same order from the same initial "
+        "weights with a mean-reduced loss, so their parameters agree to floating-point "
+        "rounding: the strategies are interchangeable for this model."
+    )
+
+
+def _random_layers(why: Diagnosis) -> str:
+    found = "found by running the model" if why.probe_skipped is None else "found by class name"
+    return (
+        f"Random layers ({group(why.stochastic)}; {found}) draw random numbers in training mode, "
+        "and each device draws its own for its own rows: a device's mask cannot equal the slice "
+        "of the single process's mask for the same rows, so seeding every process alike does not "
+        "make the runs agree. Fix: compare with these layers disabled (p=0 or drop_path_rate=0, "
+        "or the layers in eval mode); training with them is fine, the runs only differ by chance."
     )
 
 
@@ -47,16 +75,13 @@ def explain_divergence(why: Diagnosis, failing: list[str]) -> str:
     causes = []
     if why.batchnorm:
         causes.append(
-            f"BatchNorm layers ({', '.join(why.batchnorm)}) normalise with the statistics of each "
+            f"BatchNorm layers ({group(why.batchnorm)}) normalise with the statistics of each "
             "device's share of the batch, not of the global batch. Fix: for ddp convert them with "
             "torch.nn.SyncBatchNorm.convert_sync_batchnorm(model) (DataParallel cannot sync them), "
             "or compare with the BatchNorm layers in eval mode."
         )
-    if why.dropout:
-        causes.append(
-            f"Dropout ({', '.join(why.dropout)}) draws different masks per device. Fix: compare "
-            "with dropout disabled (p=0 or eval mode)."
-        )
+    if why.stochastic:
+        causes.append(_random_layers(why))
     if why.loss_reduction != "mean":
         causes.append(
             f"the loss is {why.loss_reduction}-reduced, so DDP's gradient average does not equal "
@@ -68,8 +93,36 @@ def explain_divergence(why: Diagnosis, failing: list[str]) -> str:
             "differences around 1e-3 are expected. Fix: compare in fp32."
         )
     if not causes:
+        how = (
+            "a training-mode run of the model under several seeds found no random layer"
+            if why.probe_skipped is None
+            else f"the model was not run ({why.probe_skipped}), only its layer classes were read"
+        )
         causes.append(
-            "no known cause was found in the model (no BatchNorm, Dropout or sum-reduced loss, "
-            "fp32): look for other per-process randomness or non-deterministic kernels."
+            f"no known cause was found in the model ({how}; no BatchNorm or sum-reduced loss, "
+            "fp32): look for non-deterministic kernels or randomness drawn outside the model."
         )
     return f"{', '.join(failing)} did not reproduce the single-process run. " + " ".join(causes)
+
+
+def ddp_options_note(runs: list[Run], why: Diagnosis) -> str:
+    """Why the ddp runs passed find_unused_parameters=True, and what it cost as measured here."""
+    if not why.ddp_options.get("find_unused_parameters"):
+        return ""
+    text = (
+        " The ddp runs passed find_unused_parameters=True to DistributedDataParallel because "
+        f"running the model left parameters without gradient: {why.unused.describe()}. Without "
+        f'the option DDP stops at the next step ("{REDUCTION_ERROR} …"); with it DDP searches '
+        "the autograd graph after every forward for the parameters the loss did not reach."
+    )
+    single = next((r for r in runs if r["id"] == "single"), None)
+    one = next((r for r in runs if r["strategy"] == "ddp" and r["world_size"] == 1), None)
+    if single is None or one is None:
+        return text
+    ratio = median_rate(single) / median_rate(one)
+    return text + (
+        f" Cost measured here: ddp × 1 (one process doing single's work, with the option) trained "
+        f"at {rate(median_rate(one))} samples/s against single's {rate(median_rate(single))}, "
+        f"{ratio:.2f}× single's time per sample; that includes DDP's own one-process overhead "
+        "(gradient buckets, a one-member all-reduce) as well as the search."
+    )

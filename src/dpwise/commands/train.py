@@ -38,6 +38,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--rdzv-id", default="dpwise", help="job id shared by every node of one job")
     s.add_argument("--max-restarts", type=int, default=0, help="restarts of failed workers")
     s.add_argument("--threads", type=int, help="CPU threads per process (default: cores/nproc)")
+    s.add_argument(
+        "--find-unused-parameters",
+        action="store_true",
+        help="ddp: allow parameters that get no gradient in some steps (skipped blocks, routes)",
+    )
+    s.add_argument(
+        "--static-graph",
+        action="store_true",
+        help="ddp: the same parameters are used (or unused) in every step; cheaper than the above",
+    )
     h = p.add_argument_group("training")
     h.add_argument("--epochs", type=int, default=2)
     h.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
@@ -102,8 +112,25 @@ def train_config(args: argparse.Namespace):
         out=args.out,
         checkpoint_every=args.checkpoint_every,
         resume=None if resume is None else Path(resume),
+        find_unused_parameters=args.find_unused_parameters,
+        static_graph=args.static_graph,
         quiet=args.quiet,
     )
+
+
+def check_static_graph(workload, seed: int) -> None:
+    """--static-graph breaks in backward when the used parameters change: catch that up front."""
+    from dpwise.diagnosis import probe_workload
+
+    varying = probe_workload(workload, seed).unused.sometimes
+    if varying:
+        from dpwise.diagnosis import group
+
+        raise DpwiseError(
+            f"--static-graph: the parameters of {group(varying)} got a gradient in some passes "
+            "of the model and none in others, but a static graph needs the same every step; "
+            "use --find-unused-parameters instead"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
     workload = workload_for(cfg).validate()
     if not cfg.quiet and workload.data_factory is None:
         print(f"data: {workload.data_description()}", flush=True)
+    if cfg.static_graph:
+        check_static_graph(workload, cfg.seed)
     if cfg.out is not None:
         outputs.check_writable(cfg.out)
     if cfg.resume is not None:

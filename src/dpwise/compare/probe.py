@@ -54,6 +54,14 @@ def timed_repeats(
     }, first
 
 
+def _keep_grads(model: torch.nn.Module) -> None:
+    """After a no_sync step, DDP with find_unused_parameters all-reduces every parameter that step
+    used; the step's zero_grad(set_to_none) left them None, which DDP refuses: give them zeros."""
+    for p in model.parameters():
+        if p.requires_grad and p.grad is None:
+            p.grad = torch.zeros_like(p)
+
+
 def _exposed(loop: Loop, strategy: Strategy, perm: torch.Tensor) -> dict[str, float]:
     """Step time with gradient sync against the same step inside no_sync (no communication).
 
@@ -68,6 +76,8 @@ def _exposed(loop: Loop, strategy: Strategy, perm: torch.Tensor) -> dict[str, fl
     def quiet_step() -> None:
         with strategy.no_sync(loop.model):
             step()
+        if getattr(loop.model, "find_unused_parameters", False):
+            _keep_grads(loop.model)
 
     for _ in range(EXPOSED_STEPS):
         synced.append(profile.timed_steps(step, 1, strategy.synchronize))

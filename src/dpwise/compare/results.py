@@ -14,6 +14,7 @@ from torch import nn
 from dpwise import __version__, checks
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.verdict import claims, recommend
+from dpwise.diagnosis import Layer, ModelProbe, probe_workload
 from dpwise.plan import Hardware
 from dpwise.workload import BUILTINS, Workload, workload_for
 
@@ -45,20 +46,35 @@ def derive(out: Path, runs: list[dict[str, Any]]) -> float | None:
     return max(pairs) if pairs else None
 
 
-def diagnose(model: nn.Module, precision: str) -> checks.Diagnosis:
-    """Inspect the model (built on the meta device: no memory) for what breaks equivalence."""
-    bn = [n for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    drop = [
-        n
+def diagnose(
+    model: nn.Module, precision: str, probe: ModelProbe, ddp_options: dict[str, bool]
+) -> checks.Diagnosis:
+    """What breaks equivalence: BatchNorm by class (on the meta-device model), random layers and
+    unused parameters by running the model (the probe), Dropout by class where the probe could not
+    run."""
+    bn = [
+        Layer(n, type(m).__name__)
         for n, m in model.named_modules()
-        if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0
+        if isinstance(m, nn.modules.batchnorm._BatchNorm)
     ]
-    drop += [
-        f"{n} (dropout={m.dropout})"
-        for n, m in model.named_modules()
-        if isinstance(m, nn.MultiheadAttention) and m.dropout > 0
-    ]
-    return checks.Diagnosis(bn, drop, "mean", precision)
+    random_layers = probe.stochastic
+    if probe.skipped is not None:
+        random_layers = [
+            Layer(n, type(m).__name__)
+            for n, m in model.named_modules()
+            if (isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0)
+            or (isinstance(m, nn.MultiheadAttention) and m.dropout > 0)
+        ]
+    return checks.Diagnosis(
+        bn, random_layers, "mean", precision, probe.unused, ddp_options, probe.skipped
+    )
+
+
+def mark_ddp_options(runs: list[dict[str, Any]], options: dict[str, bool]) -> None:
+    """Record on each ddp run what it passed to DistributedDataParallel."""
+    for r in runs:
+        if r["strategy"] == "ddp":
+            r["ddp_options"] = dict(options)
 
 
 def environment(hw: Hardware, device_type: str, backend: str) -> dict[str, Any]:
@@ -102,14 +118,20 @@ def workload_facts(
 
 
 def assemble(
-    cfg: CompareConfig, hw: Hardware, runs: list[dict[str, Any]], command: str
+    cfg: CompareConfig,
+    hw: Hardware,
+    runs: list[dict[str, Any]],
+    command: str,
+    probe: ModelProbe | None = None,
 ) -> dict[str, Any]:
     device_type = "cuda" if any(d.startswith("cuda") for d in runs[0]["devices"]) else "cpu"
     dp_vs_ddp = derive(cfg.out, runs)
     workload = workload_for(cfg)
     with torch.device("meta"):
         model = workload.build_model()
-    why = diagnose(model, cfg.precision)
+    probe = probe or probe_workload(workload, cfg.seed)
+    why = diagnose(model, cfg.precision, probe, cfg.ddp_options)
+    mark_ddp_options(runs, cfg.ddp_options)
     results = [
         checks.convergence(runs, cfg.tolerance, why),
         checks.memory(runs, device_type),
@@ -127,6 +149,7 @@ def assemble(
         "workload": workload_facts(cfg, workload, model, runs),
         "environment": env,
         "runs": runs,
+        "diagnosis": probe.to_dict(),
         "checks": list(by_name.values()),
         "recommendation": recommend(runs, cfg.tolerance, device_type, why.known_cause),
         "claims": claims(runs, by_name, env, dp_vs_ddp),

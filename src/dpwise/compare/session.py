@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from rich.console import Console
 
@@ -11,6 +12,7 @@ from dpwise.compare.matrix import build_matrix
 from dpwise.compare.results import assemble
 from dpwise.compare.runner import run_all
 from dpwise.compare.settings import CompareConfig
+from dpwise.diagnosis import probe_workload
 from dpwise.plan import Hardware
 from dpwise.report.files import write_reports
 from dpwise.report.terminal import CompareProgress, checks_table, summary_table, verdict_lines
@@ -22,14 +24,17 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     started = time.perf_counter()
     hw = Hardware.detect()
     specs = build_matrix(cfg, hw)  # bad sizes fail here, before anything runs or is written
-    workload_for(cfg).validate()
+    workload = workload_for(cfg).validate()
+    probe = probe_workload(workload, cfg.seed)  # random layers, unused parameters
+    if probe.unused:
+        cfg = replace(cfg, find_unused_parameters=True)  # DDP stops without it
     outputs.check_writable(cfg.out)
     err = Console(stderr=True)
     units = len(specs) * (cfg.repeats + 1)
     with CompareProgress(units, err, enabled=not cfg.quiet) as progress:
         _, runs = run_all(cfg, hw, progress.on_event)
     measured = time.perf_counter()
-    results = assemble(cfg, hw, runs, command)
+    results = assemble(cfg, hw, runs, command, probe)
     written = write_reports(results, cfg.out)
     results["timing"] = {
         "wall_seconds": time.perf_counter() - started,

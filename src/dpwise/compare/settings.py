@@ -41,6 +41,12 @@ class CompareConfig:
     profile_steps: int = 4
     out: Path = Path("runs/compare")
     quiet: bool = False
+    find_unused_parameters: bool = False  # set when the model probe finds parameters unused
+
+    @property
+    def ddp_options(self) -> dict[str, bool]:
+        """What the ddp runs pass to DistributedDataParallel."""
+        return {"find_unused_parameters": self.find_unused_parameters}
 
     def __post_init__(self) -> None:
         unknown = [s for s in self.strategies if s not in STRATEGIES]
@@ -85,5 +91,6 @@ class CompareConfig:
             optimizer=self.optimizer,
             precision=self.precision,
             seed=self.seed,
+            find_unused_parameters=self.find_unused_parameters and strategy == "ddp",
             quiet=True,
         )

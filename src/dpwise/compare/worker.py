@@ -27,9 +27,9 @@ def _backend(spec: RunSpec) -> str:
     return "nccl" if spec.device_type == "cuda" else "gloo"
 
 
-def _strategy(spec: RunSpec, env: DistEnv) -> Strategy:
+def _strategy(spec: RunSpec, env: DistEnv, ddp_options: dict | None = None) -> Strategy:
     if spec.strategy == "ddp":
-        return DDPStrategy(env, _backend(spec), spec.device_type)
+        return DDPStrategy(env, _backend(spec), spec.device_type, options=ddp_options)
     if spec.strategy == "dp":
         return DataParallelStrategy(spec.world_size if spec.device_type == "cuda" else 0)
     device = torch.device("cuda", 0) if spec.device_type == "cuda" else torch.device("cpu")
@@ -71,7 +71,7 @@ def measure_run(spec: RunSpec, cfg: CompareConfig) -> dict[str, Any] | None:
     workload = workload_for(cfg)
     data = workload.load_data(cfg.seed)
     own_group = _local_group(spec)
-    strategy = _strategy(spec, env)
+    strategy = _strategy(spec, env, cfg.ddp_options)
     strategy.setup()
     try:
         progress = ProgressWriter(cfg.out / PROGRESS_FILE, spec.id, strategy.is_main)

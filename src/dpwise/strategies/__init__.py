@@ -17,7 +17,9 @@ def make_strategy(plan: RunPlan, env: DistEnv) -> Strategy:
 
     name = plan.config.strategy
     if name == "ddp":
-        return DDPStrategy(env, plan.backend or "gloo", plan.device_type)
+        return DDPStrategy(
+            env, plan.backend or "gloo", plan.device_type, options=plan.config.ddp_options
+        )
     if name == "dp":
         return DataParallelStrategy(plan.dp_devices)
     device = torch.device("cuda", 0) if plan.device_type == "cuda" else torch.device("cpu")

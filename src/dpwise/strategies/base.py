@@ -45,8 +45,14 @@ class Strategy(Protocol):
     def is_main(self) -> bool:
         """Rank 0: the only process that writes files or prints results."""
 
+    def release(self, model: nn.Module) -> None:
+        """Every process is done with a model wrap() returned: complete outstanding
+        communication and free what holds the process group (DDP's Reducer) while the group is
+        alive; a no-op where nothing does."""
+
     def teardown(self) -> None:
-        """Release the process group; a no-op where there is none."""
+        """Free what wrap() built that still holds the process group, then the group itself;
+        a no-op where there is none."""
 
     def describe(self) -> dict[str, object]:
         """Facts for metrics.json: devices, backend, notes."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import inspect
+import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
@@ -14,6 +16,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from dpwise.env import DistEnv
+from dpwise.strategies.ddp_guard import GuardedDDP
 
 
 def _accepts_device_id() -> bool:
@@ -30,6 +33,7 @@ class DDPStrategy:
         device_type: str,
         comm_hook: Callable[..., Any] | None = None,
         timeout_s: float = 600.0,
+        options: dict[str, bool] | None = None,
     ) -> None:
         self.env = env
         self.backend = backend
@@ -40,8 +44,10 @@ class DDPStrategy:
         else:
             self.device = torch.device("cpu")
         self.comm_hook = comm_hook
+        self.options = {k: v for k, v in (options or {}).items() if v}  # find_unused_parameters …
         self.timeout = timedelta(seconds=timeout_s)
         self._owns_group = False
+        self._wrapped: list[weakref.ref[nn.Module]] = []
 
     def setup(self) -> None:
         if self.device.type == "cuda":
@@ -56,9 +62,10 @@ class DDPStrategy:
 
     def wrap(self, model: nn.Module) -> nn.Module:
         device_ids = [self.device.index] if self.device.type == "cuda" else None
-        wrapped = DistributedDataParallel(model, device_ids=device_ids)
+        wrapped = GuardedDDP(model, device_ids=device_ids, **self.options)
         if self.comm_hook is not None:
             wrapped.register_comm_hook(None, self.comm_hook)
+        self._wrapped.append(weakref.ref(wrapped))
         return wrapped
 
     def unwrap(self, model: nn.Module) -> nn.Module:
@@ -88,7 +95,33 @@ class DDPStrategy:
     def is_main(self) -> bool:
         return self.rank == 0
 
+    def release(self, model: nn.Module) -> None:
+        """Every rank is done with ``model``: finish outstanding work, detach what holds the group.
+
+        The barrier completes every collective this rank queued (its async work objects); the
+        Reducer (which holds the process group) is then dropped while the group is still alive.
+        """
+        if dist.is_initialized():
+            dist.barrier()
+        _detach_reducer(model)
+
     def teardown(self) -> None:
+        """Free the DDP wrappers' Reducers, then destroy the process group (in that order).
+
+        A Reducer's destructor runs with the GIL held (pybind11 binds it without releasing the
+        GIL; the process group's own binding releases it: pytorch#56297, pytorch#56381). If a
+        wrapper outlives destroy_process_group, its Reducer drops the last reference to
+        ProcessGroupGloo, whose destructor joins gloo's threads with the GIL held while a gloo
+        thread finishing an all_gather wants the GIL to free the work's tensors: a deadlock.
+        So wrappers are collected (or, if something still holds one, their Reducer detached)
+        while the group lives, and the group's last reference goes through its own binding.
+        """
+        gc.collect()  # wrappers in reference cycles die now, while the group is alive
+        for ref in self._wrapped:
+            wrapper = ref()
+            if wrapper is not None:
+                _detach_reducer(wrapper)
+        self._wrapped.clear()
         if self._owns_group and dist.is_initialized():
             dist.destroy_process_group()
             self._owns_group = False
@@ -98,3 +131,11 @@ class DDPStrategy:
 
     def describe(self) -> dict[str, object]:
         return {"devices": [str(self.device)], "backend": self.backend, "notes": []}
+
+
+def _detach_reducer(model: nn.Module) -> None:
+    """Drop a DDP wrapper's C++ Reducer and the Logger that shares it (both hold the group)."""
+    if isinstance(model, DistributedDataParallel):
+        for name in ("logger", "reducer"):
+            if name in model.__dict__:
+                setattr(model, name, None)

@@ -46,6 +46,9 @@ class SingleStrategy:
     def is_main(self) -> bool:
         return True
 
+    def release(self, model: nn.Module) -> None:
+        pass  # nothing holds a process group
+
     def teardown(self) -> None:
         pass
 

@@ -14,6 +14,7 @@ OPTIMIZERS = ("sgd", "adamw")
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "gloo", "nccl")
 RDZV_BACKENDS = ("c10d", "static")
+LOSSES = ("auto", "cross-entropy", "token-cross-entropy", "mse", "model")
 
 
 def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 import torch
 from torch.nn import functional as F
 
+from dpwise.config import LOSSES
 from dpwise.errors import DpwiseError
 
-LOSSES = ("auto", "cross-entropy", "token-cross-entropy", "mse", "model")
 IGNORE_INDEX = -100  # the label transformers and F.cross_entropy skip
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpwise.objective import LOSSES
+from dpwise.config import LOSSES
 
 MODEL_HELP = (
     "simple | cnn | transformer | torchvision:NAME | timm:NAME | transformers:TYPE-or-Class | "

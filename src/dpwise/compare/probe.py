@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import statistics
 from dataclasses import replace
@@ -12,7 +13,6 @@ import torch
 
 from dpwise.checkpoint import atomic_torch_save
 from dpwise.compare.matrix import RunSpec
-from dpwise.compare.progress import ProgressWriter
 from dpwise.data import BatchSource, epoch_permutation
 from dpwise.engine import Loop
 from dpwise.measure import memory, profile
@@ -25,33 +25,51 @@ WARM_STEPS = 2
 EXPOSED_STEPS = 8
 
 
-def timed_repeats(
-    plan: RunPlan,
-    strategy: Strategy,
-    workload: Workload,
-    data: BatchSource,
-    repeats: int,
-    progress: ProgressWriter,
-) -> tuple[dict[str, Any], Any]:
-    """R full trainings from the same initial state; epoch 1 of each is an untimed warm-up."""
-    per_repeat, training, first = [], 0.0, None
-    memory.reset_peak_rss()
-    for r in range(repeats):
-        trained = Loop(plan, strategy, workload, data=data).run()
-        seconds = [e["seconds"] for e in trained.result.epochs]
-        training += sum(seconds)
-        per_repeat.append(statistics.median(seconds[1:]))
-        first = first or trained
-        progress.emit("repeat", index=r + 1, of=repeats)
-    samples = first.result.steps_per_epoch * plan.config.batch_size
-    return {
-        "epoch_seconds": summary(per_repeat),
-        "samples_per_s": summary([samples / s for s in per_repeat]),
-        "samples_per_epoch": samples,
-        "training_seconds": training,
-        "peak_rss_bytes": memory.peak_rss_since_reset(),
-        "device_peaks": first.result.peak_memory,
-    }, first
+def timed_epochs(epochs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The epochs a repeat is timed on: all but the first (a warm-up) when there are several."""
+    return epochs[1:] if len(epochs) > 1 else epochs
+
+
+class Repeats:
+    """Full trainings from the same initial state, one per turn; nothing kept between turns
+    but figures, so an idle run process holds little memory while the others compute."""
+
+    def __init__(self, plan: RunPlan, strategy: Strategy, workload: Workload, data: BatchSource):
+        self.plan, self.strategy, self.workload, self.data = plan, strategy, workload, data
+        self.epoch_seconds: list[float] = []
+        self.rates: list[float] = []
+        self.training = 0.0
+        self.first: dict[str, Any] = {}
+        memory.reset_peak_rss()
+
+    def run(self, final: Path | None) -> None:
+        """One repeat; the first saves its final state to ``final`` (rank 0 passes a path)."""
+        trained = Loop(self.plan, self.strategy, self.workload, data=self.data).run()
+        timed = timed_epochs(trained.result.epochs)
+        seconds = sum(e["seconds"] for e in timed)
+        self.training += sum(e["seconds"] for e in trained.result.epochs)
+        self.epoch_seconds.append(statistics.median(e["seconds"] for e in timed))
+        self.rates.append(sum(e["samples"] for e in timed) / seconds if seconds > 0 else 0.0)
+        if not self.first:
+            if final is not None:
+                atomic_torch_save(trained.model.state_dict(), final)
+            r = trained.result
+            self.first = {
+                "losses": r.losses,
+                "peak_memory": r.peak_memory,
+                "samples_per_epoch": r.steps_per_epoch * self.plan.config.batch_size,
+            }
+        del trained
+        memory.release_freed()
+
+    def timing(self) -> dict[str, Any]:
+        return {
+            "epoch_seconds": summary(self.epoch_seconds),
+            "samples_per_s": summary(self.rates),
+            "samples_per_epoch": self.first["samples_per_epoch"],
+            "training_seconds": self.training,
+            "peak_rss_bytes": memory.peak_rss_since_reset(),
+        }
 
 
 def _exposed(loop: Loop, strategy: Strategy, perm: torch.Tensor) -> dict[str, float]:
@@ -116,12 +134,11 @@ def profiled_probe(
             "gradient_bytes": sum(
                 p.numel() * p.element_size() for p in loop.model.parameters() if p.requires_grad
             ),
-            **_exposed(loop, strategy, perm),
+            # one process has nothing to exchange: its "exposed" time would be noise
+            **(_exposed(loop, strategy, perm) if strategy.world_size > 1 else {}),
         }
     elif spec.strategy == "dp" and spec.device_type == "cuda":
         out["communication"] = {"collectives": profile.dp_ops(events, windows)}
+    del prof, events, loop
+    gc.collect()
     return out
-
-
-def save_final(trained: Any, path: Path) -> None:
-    atomic_torch_save(trained.model.state_dict(), path)

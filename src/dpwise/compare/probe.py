@@ -22,7 +22,7 @@ from dpwise.strategies.base import Strategy
 from dpwise.workload import Workload
 
 WARM_STEPS = 2
-EXPOSED_STEPS = 8
+EXPOSED_PAIRS = 8  # synced / unsynced step pairs (fewer when --profile-steps is small)
 
 
 def timed_epochs(epochs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -72,7 +72,7 @@ class Repeats:
         }
 
 
-def _exposed(loop: Loop, strategy: Strategy, perm: torch.Tensor) -> dict[str, float]:
+def _exposed(loop: Loop, strategy: Strategy, perm: torch.Tensor, pairs: int) -> dict[str, float]:
     """Step time with gradient sync against the same step inside no_sync (no communication).
 
     The two kinds of step alternate, so a change in machine load affects both alike.
@@ -87,7 +87,7 @@ def _exposed(loop: Loop, strategy: Strategy, perm: torch.Tensor) -> dict[str, fl
         with strategy.no_sync(loop.model):
             step()
 
-    for _ in range(EXPOSED_STEPS):
+    for _ in range(pairs):
         synced.append(profile.timed_steps(step, 1, strategy.synchronize))
         unsynced.append(profile.timed_steps(quiet_step, 1, strategy.synchronize))
     with_sync, without = statistics.median(synced), statistics.median(unsynced)
@@ -98,6 +98,10 @@ def _exposed(loop: Loop, strategy: Strategy, perm: torch.Tensor) -> dict[str, fl
         "exposed_ms": exposed * 1e3,
         "exposed_share": exposed / with_sync if with_sync > 0 else 0.0,
     }
+
+
+def _pairs(profile_steps: int) -> int:
+    return min(EXPOSED_PAIRS, max(3, 2 * profile_steps))
 
 
 def profiled_probe(
@@ -129,13 +133,14 @@ def profiled_probe(
         out["sync_points_per_step"] = profile.sync_points(events, windows)
     if spec.strategy == "ddp":
         element = next(loop.model.parameters()).element_size()
+        # one process has nothing to exchange: its "exposed" time would be noise
+        several = strategy.world_size > 1
         out["communication"] = {
             **profile.collectives(events, windows, element),
             "gradient_bytes": sum(
                 p.numel() * p.element_size() for p in loop.model.parameters() if p.requires_grad
             ),
-            # one process has nothing to exchange: its "exposed" time would be noise
-            **(_exposed(loop, strategy, perm) if strategy.world_size > 1 else {}),
+            **(_exposed(loop, strategy, perm, _pairs(profile_steps)) if several else {}),
         }
     elif spec.strategy == "dp" and spec.device_type == "cuda":
         out["communication"] = {"collectives": profile.dp_ops(events, windows)}

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from dpwise.compare.matrix import RunSpec, build_matrix
@@ -81,6 +84,23 @@ class RunProcesses:
                 raise RunFailed(spec.label, f"its process exited with code {proc.exitcode}")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the comparison like Ctrl-C: the run processes are stopped, not orphaned."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_all(
     cfg: CompareConfig, hw: Hardware, on_event: Event
 ) -> tuple[list[RunSpec], list[dict[str, Any]]]:
@@ -89,7 +109,7 @@ def run_all(
     cfg.out.mkdir(parents=True, exist_ok=True)
     host = TurnHost()
     turn_seconds = {s.id: 0.0 for s in specs}
-    with RunProcesses(specs, cfg, host) as procs:
+    with terminate_as_interrupt(), RunProcesses(specs, cfg, host) as procs:
         on_event({"what": "start", "label": "starting the runs"})
         for spec in specs:
             host.wait(spec.id, "ready", procs.watch, READY_TIMEOUT_S)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import itertools
 import statistics
 from dataclasses import replace
@@ -117,7 +116,9 @@ def profiled_probe(
     steps = WARM_STEPS + profile_steps
     probe_plan = replace(plan, config=replace(plan.config, epochs=1, max_steps=steps))
     perm = epoch_permutation(len(data), plan.config.seed, 0)
-    with profile.session(spec.device_type, with_memory=True) as prof:
+    # input shapes give the bytes collectives move; they cost memory, so only where read
+    shapes = (spec.strategy == "ddp" and spec.world_size > 1) or spec.device_type == "cuda"
+    with profile.session(spec.device_type, with_memory=True, with_shapes=shapes) as prof:
         loop = Loop(probe_plan, strategy, workload, data=data)
         for s in range(steps):
             with profile.mark_step():
@@ -145,5 +146,5 @@ def profiled_probe(
     elif spec.strategy == "dp" and spec.device_type == "cuda":
         out["communication"] = {"collectives": profile.dp_ops(events, windows)}
     del prof, events, loop
-    gc.collect()
+    memory.release_freed()
     return out

@@ -101,3 +101,20 @@ def test_a_known_cause_keeps_a_diverging_run_in_the_running():
     rec = recommend(runs, 1e-4, "cuda", known_cause="BatchNorm (bn1)")
     assert rec["run"] == "ddp-2"
     assert "because of BatchNorm (bn1)" in rec["reasons"][-1]
+
+
+def test_advise_from_results_passes_an_inconclusive_verdict_on(tmp_path, capsys):
+    import json
+
+    from conftest import FIXTURES
+    from dpwise.cli import main
+
+    results = json.loads((FIXTURES / "results_sample.json").read_text())
+    runs = [run("single", 1000, spread=0.05), run("ddp-2", 1030, spread=0.05)]
+    results["recommendation"] = recommend(runs, 1e-4, "cpu")
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    assert main(["advise", "--json", "--from", str(path)]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["strategy"] == "single"
+    assert any(r.startswith("inconclusive: ") for r in answer["reasons"])

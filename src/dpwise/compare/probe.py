@@ -125,7 +125,19 @@ def profiled_probe(
                 loop.step(perm, s % loop.steps)
         strategy.synchronize()
     profile.export(prof, trace)
-    events = list(prof.events())
+    out = _figures(spec, loop, list(prof.events()), trace)
+    del prof
+    memory.release_freed()  # the profiler's records go before more steps run
+    if spec.strategy == "ddp" and strategy.world_size > 1:
+        # one process has nothing to exchange: its "exposed" time would be noise
+        out["communication"].update(_exposed(loop, strategy, perm, _pairs(profile_steps)))
+    del loop
+    memory.release_freed()
+    return out
+
+
+def _figures(spec: RunSpec, loop: Loop, events: list[Any], trace: Path) -> dict[str, Any]:
+    """What the profiled steps say: live tensor peak (CPU), sync points (GPU), collectives."""
     windows = profile.step_windows(events, skip=WARM_STEPS)
     out: dict[str, Any] = {"trace": trace}
     if spec.device_type == "cpu":
@@ -133,18 +145,11 @@ def profiled_probe(
     else:
         out["sync_points_per_step"] = profile.sync_points(events, windows)
     if spec.strategy == "ddp":
-        element = next(loop.model.parameters()).element_size()
-        # one process has nothing to exchange: its "exposed" time would be noise
-        several = strategy.world_size > 1
+        params = list(loop.model.parameters())
         out["communication"] = {
-            **profile.collectives(events, windows, element),
-            "gradient_bytes": sum(
-                p.numel() * p.element_size() for p in loop.model.parameters() if p.requires_grad
-            ),
-            **(_exposed(loop, strategy, perm, _pairs(profile_steps)) if several else {}),
+            **profile.collectives(events, windows, params[0].element_size()),
+            "gradient_bytes": sum(p.numel() * p.element_size() for p in params if p.requires_grad),
         }
     elif spec.strategy == "dp" and spec.device_type == "cuda":
         out["communication"] = {"collectives": profile.dp_ops(events, windows)}
-    del prof, events, loop
-    memory.release_freed()
     return out

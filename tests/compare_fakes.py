@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 
@@ -16,7 +17,11 @@ def run(
     notes: list[str] | None = None,
     threads: int = 1,
     single_rate: float = 1000.0,
+    rounds: int = 12,
 ) -> dict[str, Any]:
+    """``spread``: each round's throughput is rate × (1 ± spread), independent per run."""
+    noise = random.Random(id)
+    values = [rate * (1 + noise.uniform(-spread, spread)) for _ in range(rounds)]
     strategy, _, size = id.partition("-")
     world = int(size or 1)
     devices = world if strategy == "ddp" else 1
@@ -32,7 +37,12 @@ def run(
             "min": 1000 / rate / 1.05,
             "max": 1000 / rate * 1.05,
         },
-        "samples_per_s": {"median": rate, "min": rate * (1 - spread), "max": rate * (1 + spread)},
+        "samples_per_s": {
+            "median": rate,
+            "min": min(values),
+            "max": max(values),
+            "values": values,
+        },
         "speedup_vs_single": rate / single_rate,
         "max_param_diff_vs_single": diff,
         "losses": [2.3, 2.2],

@@ -1,3 +1,5 @@
+import pytest
+
 from compare_fakes import comm, run
 from dpwise import checks
 from dpwise.diagnosis import Layer, Unused
@@ -143,3 +145,45 @@ def test_scalability_efficiency_and_where_it_stops():
     gpu = [run("single", 1000), run("ddp-1", 1000), run("ddp-2", 1900, single_rate=1000)]
     assert checks.scalability(gpu, "cuda", 64).status == "pass"
     assert checks.scalability([run("single", 1), run("ddp-2", 1)], "cpu", 2).status == "skip"
+
+
+def test_speed_is_inconclusive_when_the_noise_cannot_separate_the_runs():
+    runs = [run("single", 1000, spread=0.15), run("ddp-2", 1080, spread=0.15)]
+    result = checks.speed(runs, 12)
+    assert result.status == "warn" and result.figures["inconclusive"] == ["ddp-2"]
+    assert "inconclusive" in result.summary and "beyond the noise" not in result.summary
+    assert "treat differences" not in result.explanation  # one story: the interval rule only
+
+
+def test_a_one_process_group_shows_no_communication_figures():
+    one = comm(0.28)
+    for key in ("step_ms", "step_ms_without_sync", "exposed_ms", "exposed_share"):
+        del one[key]  # compare no longer measures exposed time where nothing is exchanged
+    result = checks.communication(
+        [run("single", 1), run("ddp-1", 1, comm=one), run("ddp-2", 1, comm=comm(0.1))]
+    )
+    rows = {row[0]: row for row in result.table["rows"]}
+    assert "one process: nothing to exchange" in rows["ddp × 1"]
+    assert "%" not in " ".join(rows["ddp × 1"])
+    assert list(result.figures) == ["ddp-2"]
+    alone = checks.communication([run("single", 1), run("ddp-1", 1, comm=one)])
+    assert alone.status == "skip"
+
+
+@pytest.mark.parametrize(
+    ("share", "status", "claim"), [(0.15, "pass", "held"), (0.30, "warn", "did not hold")]
+)
+def test_the_claim_and_the_communication_check_share_one_threshold(share, status, claim):
+    from dpwise.compare.verdict import claims
+
+    runs = [run("single", 1000), run("ddp-2", 900, comm=comm(share))]
+    check = checks.communication(runs)
+    env = {"device_type": "cpu", "gpus": 0}
+    table = {
+        "memory": {"figures": {}},
+        "scalability": {"figures": {}},
+        "communication": check.to_dict(),
+    }
+    by = {c["claim"]: c["verdict"] for c in claims(runs, table, env, None)}
+    assert check.status == status
+    assert by["DDP communicates asynchronously, so steps are not stalled by gradient sync"] == claim

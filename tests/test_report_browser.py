@@ -108,3 +108,38 @@ def test_screenshot_is_a_png(page, tmp_path):
     assert page.driver.save_screenshot(str(shot))
     data = shot.read_bytes()
     assert data.startswith(PNG_SIGNATURE) and len(data) > 1000
+
+
+def _wide_results() -> dict[str, Any]:
+    """The sample with today's widest check tables: speed and communication with ddp × 1 and × 2."""
+    from compare_fakes import comm, run
+    from dpwise import checks
+
+    one = comm(0.0)
+    for key in ("step_ms", "step_ms_without_sync", "exposed_ms", "exposed_share"):
+        del one[key]
+    runs = [
+        run("single", 1000),
+        run("dp", 990),
+        run("ddp-1", 980, comm=one),
+        run("ddp-2", 1500, comm=comm(0.123)),
+    ]
+    results = json.loads(SAMPLE.read_text())
+    results["checks"] = [c.to_dict() for c in (checks.speed(runs, 12), checks.communication(runs))]
+    return results
+
+
+def test_every_table_fits_its_card_at_1200_px(tmp_path):
+    paths = write_reports(_wide_results(), tmp_path / "report")
+    driver = _new_driver(tmp_path / "profile")
+    try:
+        driver.get(paths["html"].resolve().as_uri())
+        widths = driver.execute_script(
+            "return [...document.querySelectorAll('.table-wrap')].map("
+            "w => [w.closest('section').id, w.scrollWidth, w.clientWidth]);"
+        )
+    finally:
+        driver.quit()
+    assert any(section == "check-communication" for section, _, _ in widths)
+    overflowing = [(s, inner, card) for s, inner, card in widths if inner > card]
+    assert not overflowing, overflowing

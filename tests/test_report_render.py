@@ -263,3 +263,19 @@ def test_write_reports_writes_and_returns_every_file(results, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in paths.values())
     assert paths["markdown"].read_text() == render_markdown(results)
     assert paths["html"].read_text() == render_html(results, out)
+
+
+def test_an_inconclusive_verdict_names_single_a_safe_default_not_a_recommendation(
+    results, tmp_path
+):
+    rec = results["recommendation"]
+    rec.update(
+        status="inconclusive",
+        inconclusive_reason="the interval crosses the 5% margin",
+        strategy="single",
+        world_size=1,
+        headline="Inconclusive on this machine: keep a single process until a quieter run decides",
+    )
+    md, html = render_markdown(results), render_html(results, tmp_path)
+    for text in (md, html):
+        assert "Safe default until a run decides" in text and "Recommended:" not in text

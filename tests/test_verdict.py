@@ -4,18 +4,50 @@ from dpwise.compare.verdict import claims, recommend
 CPU_ENV = {"device_type": "cpu", "gpus": 0}
 
 
-def test_single_wins_when_parallel_runs_are_not_measurably_faster():
-    runs = [run("single", 1000, spread=0.05), run("ddp-2", 1030, spread=0.05)]
+def test_single_wins_when_parallel_runs_are_measurably_slower():
+    runs = [run("single", 1000), run("ddp-2", 600)]
     rec = recommend(runs, 1e-4, "cpu")
     assert (rec["strategy"], rec["run"], rec["runner_up"]) == ("single", "single", "ddp-2")
     assert rec["headline"] == "Use a single process on this machine for this model"
+    assert rec["status"] == "recommended" and rec["inconclusive_reason"] is None
+    assert rec["vs_single"]["ddp-2"]["outcome"] == "slower"
+
+
+def test_a_difference_inside_the_noise_is_inconclusive_not_a_recommendation():
+    runs = [run("single", 1000, spread=0.05), run("ddp-2", 1030, spread=0.05)]
+    rec = recommend(runs, 1e-4, "cpu")
+    assert rec["status"] == "inconclusive" and rec["run"] == "single"
+    assert rec["headline"].startswith("Inconclusive")
+    assert "crosses the 5% margin" in rec["inconclusive_reason"]
+    assert rec["reasons"][0] == f"inconclusive: {rec['inconclusive_reason']}"
+
+
+def test_drift_the_report_detects_makes_the_verdict_inconclusive():
+    # the busy machine of the issue: dp and ddp × 1 do single's work but ran 3× faster
+    runs = [
+        run("single", 1000, spread=0.3),
+        run("dp", 3000, notes=["CPU pass-through"]),
+        run("ddp-1", 3000),
+        run("ddp-2", 3300),
+    ]
+    rec = recommend(runs, 1e-4, "cpu")
+    assert rec["status"] == "inconclusive" and rec["strategy"] == "single"
+    assert "ddp × 1" in rec["inconclusive_reason"] and "not steady" in rec["inconclusive_reason"]
+    assert "Use ddp" not in rec["headline"]
+
+
+def test_too_few_rounds_cannot_separate_runs():
+    runs = [run("single", 1000, rounds=3), run("ddp-2", 1900, rounds=3)]
+    rec = recommend(runs, 1e-4, "cuda")
+    assert rec["status"] == "inconclusive" and "raise --repeats" in rec["inconclusive_reason"]
 
 
 def test_a_clearly_faster_faithful_run_is_recommended():
     runs = [run("single", 1000), run("ddp-2", 1900), run("ddp-4", 3000, diff=1e-2)]
     rec = recommend(runs, 1e-4, "cuda")
     assert (rec["strategy"], rec["world_size"]) == ("ddp", 2)  # ddp-4 changed the model
-    assert "1.90× the single process" in rec["reasons"][0]
+    assert "1.90× the single process (95% interval" in rec["reasons"][0]
+    assert rec["status"] == "recommended" and rec["vs_single"]["ddp-2"]["outcome"] == "faster"
 
 
 def test_the_cpu_pass_through_is_never_recommended_as_dp():
@@ -69,3 +101,20 @@ def test_a_known_cause_keeps_a_diverging_run_in_the_running():
     rec = recommend(runs, 1e-4, "cuda", known_cause="BatchNorm (bn1)")
     assert rec["run"] == "ddp-2"
     assert "because of BatchNorm (bn1)" in rec["reasons"][-1]
+
+
+def test_advise_from_results_passes_an_inconclusive_verdict_on(tmp_path, capsys):
+    import json
+
+    from conftest import FIXTURES
+    from dpwise.cli import main
+
+    results = json.loads((FIXTURES / "results_sample.json").read_text())
+    runs = [run("single", 1000, spread=0.05), run("ddp-2", 1030, spread=0.05)]
+    results["recommendation"] = recommend(runs, 1e-4, "cpu")
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    assert main(["advise", "--json", "--from", str(path)]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["strategy"] == "single"
+    assert any(r.startswith("inconclusive: ") for r in answer["reasons"])

@@ -1,12 +1,14 @@
-"""Shared shapes of the checks: a CheckResult out, a Diagnosis of the model in."""
+"""Shared shapes of the checks: a CheckResult out, a Diagnosis of the model in, run comparisons."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dpwise.checks.thresholds import CONFIDENCE, SPEED_MARGIN
 from dpwise.diagnosis.layers import Layer, group
 from dpwise.diagnosis.unused import Unused
+from dpwise.measure.stats import median_interval, paired_ratios
 
 Run = dict[str, Any]
 
@@ -62,15 +64,59 @@ def median_rate(run: Run) -> float:
     return run["samples_per_s"]["median"]
 
 
-MARGIN = 1.05  # a run must be at least 5 % faster than another to count as faster
+@dataclass(frozen=True)
+class Comparison:
+    """a against b, round by round: the median throughput ratio and its confidence interval.
+
+    outcome: "faster" / "slower" when the whole interval lies beyond the margin, "same" when it
+    lies within it, "inconclusive" when it straddles the margin or there are too few rounds.
+    """
+
+    outcome: str
+    ratio: float
+    low: float
+    high: float
+    coverage: float
+    rounds: int
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def interval(self) -> str:
+        return f"{self.low:.2f}–{self.high:.2f}×"
 
 
-def overlaps(a: Run, b: Run) -> bool:
-    """True when the two runs' repeat spreads overlap: the difference is within the noise."""
-    sa, sb = a["samples_per_s"], b["samples_per_s"]
-    return sa["min"] <= sb["max"] and sb["min"] <= sa["max"]
+def _values(run: Run) -> list[float]:
+    s = run["samples_per_s"]
+    return list(s.get("values") or [s["median"]])
+
+
+def compare(a: Run, b: Run, margin: float = SPEED_MARGIN) -> Comparison:
+    """Pair a's and b's repeats by round and test whether a is faster than b by the margin."""
+    ci = median_interval(paired_ratios(_values(a), _values(b)), CONFIDENCE)
+    base = (ci.median, ci.low, ci.high, ci.coverage, ci.n)
+    if ci.coverage < CONFIDENCE:
+        why = (
+            f"only {ci.n} paired round(s): at least 6 are needed for a {CONFIDENCE:.0%} "
+            "interval; raise --repeats"
+        )
+        return Comparison("inconclusive", *base, why)
+    if ci.low >= margin:
+        return Comparison("faster", *base)
+    if ci.high <= 1 / margin:
+        return Comparison("slower", *base)
+    if ci.low > 1 / margin and ci.high < margin:
+        return Comparison("same", *base)
+    why = (
+        f"{a['label']} / {b['label']} = {ci.median:.2f}× at the median, but the "
+        f"{CONFIDENCE:.0%} interval over {ci.n} rounds, {ci.low:.2f}–{ci.high:.2f}×, crosses "
+        f"the {margin - 1:.0%} margin"
+    )
+    return Comparison("inconclusive", *base, why)
 
 
 def clearly_faster(a: Run, b: Run) -> bool:
-    """a beats b by the margin and their spreads do not overlap."""
-    return median_rate(a) >= MARGIN * median_rate(b) and not overlaps(a, b)
+    """a beats b by the margin with the whole confidence interval of the paired ratio."""
+    return compare(a, b).outcome == "faster"

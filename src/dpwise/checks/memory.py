@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpwise.checks.base import CheckResult, Run, peak
+from dpwise.checks.thresholds import HALF_MEMORY
 from dpwise.units import gib, mib
 
 WINDOW = (
@@ -48,7 +49,7 @@ def memory(runs: list[Run], device_type: str) -> CheckResult:
     ratio = peak(ddp) / peak(dp)
     figures["ddp_over_dp"] = ratio
     figures["dp_device0_imbalance"] = imbalance = _imbalance(dp)
-    held = ratio <= 0.6
+    held = ratio <= HALF_MEMORY
     skew = "" if imbalance is None else f"; DataParallel's device 0 holds {imbalance:.2f}× the rest"
     return CheckResult(
         "memory",

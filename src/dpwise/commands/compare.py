@@ -21,8 +21,10 @@ examples:
   dpwise compare --model cnn --out runs/cnn       # BatchNorm: convergence fails and says why
   dpwise compare --model mypkg.models:build --data mypkg.data:load --world-sizes 1,2,4
 
-Each run trains --epochs epochs --repeats times from the same initial state; the first epoch of
-each repeat is an untimed warm-up. Exit code: 0 when no check fails, 1 when one fails, 2 on bad
+Each run trains --epochs epochs (at most --max-steps optimizer steps) --repeats times from the
+same initial state, in its own process; the runs take turns round by round, so a change in the
+machine's speed hits every run alike. The first epoch of each repeat is an untimed warm-up when a
+repeat has more than one. Exit code: 0 when no check fails, 1 when one fails, 2 on bad
 input. The report (report.html, report.md, results.json, plots, traces) goes to --out.
 """
 
@@ -41,6 +43,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--lr", type=float, default=0.01)
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--tolerance", type=float, default=1e-4, help="convergence threshold")
+    r.add_argument(
+        "--max-steps", type=int, help="optimizer steps per repeat, the same for every run"
+    )
+    r.add_argument(
+        "--threads", type=int, help="CPU threads per process (default: cores; ÷ world size for ddp)"
+    )
     r.add_argument("--profile-steps", type=int, default=4, help="steps under torch.profiler")
     o = p.add_argument_group("outputs")
     o.add_argument("--out", type=Path, default=Path("runs/compare"), help="report folder")
@@ -71,6 +79,8 @@ def compare_config(args: argparse.Namespace):
         seed=args.seed,
         tolerance=args.tolerance,
         profile_steps=args.profile_steps,
+        max_steps=args.max_steps,
+        threads=args.threads,
         out=args.out,
         quiet=args.quiet,
     )

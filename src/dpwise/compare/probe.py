@@ -12,7 +12,6 @@ import torch
 
 from dpwise.checkpoint import atomic_torch_save
 from dpwise.compare.matrix import RunSpec
-from dpwise.compare.progress import ProgressWriter
 from dpwise.data import BatchSource, epoch_permutation
 from dpwise.engine import Loop
 from dpwise.measure import memory, profile
@@ -22,36 +21,13 @@ from dpwise.strategies.base import Strategy
 from dpwise.workload import Workload
 
 WARM_STEPS = 2
-EXPOSED_STEPS = 8
+COLLECT_ABOVE_BYTES = 16 * 2**20
+EXPOSED_PAIRS = 8  # synced / unsynced step pairs (fewer when --profile-steps is small)
 
 
-def timed_repeats(
-    plan: RunPlan,
-    strategy: Strategy,
-    workload: Workload,
-    data: BatchSource,
-    repeats: int,
-    progress: ProgressWriter,
-) -> tuple[dict[str, Any], Any]:
-    """R full trainings from the same initial state; epoch 1 of each is an untimed warm-up."""
-    per_repeat, training, first = [], 0.0, None
-    memory.reset_peak_rss()
-    for r in range(repeats):
-        trained = Loop(plan, strategy, workload, data=data).run()
-        seconds = [e["seconds"] for e in trained.result.epochs]
-        training += sum(seconds)
-        per_repeat.append(statistics.median(seconds[1:]))
-        first = first or trained
-        progress.emit("repeat", index=r + 1, of=repeats)
-    samples = first.result.steps_per_epoch * plan.config.batch_size
-    return {
-        "epoch_seconds": summary(per_repeat),
-        "samples_per_s": summary([samples / s for s in per_repeat]),
-        "samples_per_epoch": samples,
-        "training_seconds": training,
-        "peak_rss_bytes": memory.peak_rss_since_reset(),
-        "device_peaks": first.result.peak_memory,
-    }, first
+def timed_epochs(epochs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The epochs a repeat is timed on: all but the first (a warm-up) when there are several."""
+    return epochs[1:] if len(epochs) > 1 else epochs
 
 
 def _keep_grads(model: torch.nn.Module) -> None:
@@ -62,7 +38,52 @@ def _keep_grads(model: torch.nn.Module) -> None:
             p.grad = torch.zeros_like(p)
 
 
-def _exposed(loop: Loop, strategy: Strategy, perm: torch.Tensor) -> dict[str, float]:
+class Repeats:
+    """Full trainings from the same initial state, one per turn; nothing kept between turns
+    but figures, so an idle run process holds little memory while the others compute."""
+
+    def __init__(self, plan: RunPlan, strategy: Strategy, workload: Workload, data: BatchSource):
+        self.plan, self.strategy, self.workload, self.data = plan, strategy, workload, data
+        self.epoch_seconds: list[float] = []
+        self.rates: list[float] = []
+        self.training = 0.0
+        self.first: dict[str, Any] = {}
+        memory.reset_peak_rss()
+
+    def run(self, final: Path | None) -> None:
+        """One repeat; the first saves its final state to ``final`` (rank 0 passes a path)."""
+        trained = Loop(self.plan, self.strategy, self.workload, data=self.data).run()
+        timed = timed_epochs(trained.result.epochs)
+        seconds = sum(e["seconds"] for e in timed)
+        self.training += sum(e["seconds"] for e in trained.result.epochs)
+        self.epoch_seconds.append(statistics.median(e["seconds"] for e in timed))
+        self.rates.append(sum(e["samples"] for e in timed) / seconds if seconds > 0 else 0.0)
+        if not self.first:
+            if final is not None:
+                atomic_torch_save(trained.model.state_dict(), final)
+            r = trained.result
+            self.first = {
+                "losses": r.losses,
+                "peak_memory": r.peak_memory,
+                "samples_per_epoch": r.steps_per_epoch * self.plan.config.batch_size,
+            }
+        # the model and optimizer sit in reference cycles: collect them where they are big enough
+        # to matter; a small model's leftovers wait for Python's collector (saves ~0.1 s a turn)
+        weights = sum(p.numel() * p.element_size() for p in trained.model.parameters())
+        del trained
+        memory.release_freed(collect=weights >= COLLECT_ABOVE_BYTES)
+
+    def timing(self) -> dict[str, Any]:
+        return {
+            "epoch_seconds": summary(self.epoch_seconds),
+            "samples_per_s": summary(self.rates),
+            "samples_per_epoch": self.first["samples_per_epoch"],
+            "training_seconds": self.training,
+            "peak_rss_bytes": memory.peak_rss_since_reset(),
+        }
+
+
+def _exposed(loop: Loop, strategy: Strategy, perm: torch.Tensor, pairs: int) -> dict[str, float]:
     """Step time with gradient sync against the same step inside no_sync (no communication).
 
     The two kinds of step alternate, so a change in machine load affects both alike.
@@ -79,7 +100,7 @@ def _exposed(loop: Loop, strategy: Strategy, perm: torch.Tensor) -> dict[str, fl
         if getattr(loop.model, "find_unused_parameters", False):
             _keep_grads(loop.model)
 
-    for _ in range(EXPOSED_STEPS):
+    for _ in range(pairs):
         synced.append(profile.timed_steps(step, 1, strategy.synchronize))
         unsynced.append(profile.timed_steps(quiet_step, 1, strategy.synchronize))
     with_sync, without = statistics.median(synced), statistics.median(unsynced)
@@ -90,6 +111,10 @@ def _exposed(loop: Loop, strategy: Strategy, perm: torch.Tensor) -> dict[str, fl
         "exposed_ms": exposed * 1e3,
         "exposed_share": exposed / with_sync if with_sync > 0 else 0.0,
     }
+
+
+def _pairs(profile_steps: int) -> int:
+    return min(EXPOSED_PAIRS, max(3, 2 * profile_steps))
 
 
 def profiled_probe(
@@ -105,14 +130,28 @@ def profiled_probe(
     steps = WARM_STEPS + profile_steps
     probe_plan = replace(plan, config=replace(plan.config, epochs=1, max_steps=steps))
     perm = epoch_permutation(len(data), plan.config.seed, 0)
-    with profile.session(spec.device_type, with_memory=True) as prof:
+    # input shapes give the bytes collectives move; they cost memory, so only where read
+    shapes = (spec.strategy == "ddp" and spec.world_size > 1) or spec.device_type == "cuda"
+    with profile.session(spec.device_type, with_memory=True, with_shapes=shapes) as prof:
         loop = Loop(probe_plan, strategy, workload, data=data)
         for s in range(steps):
             with profile.mark_step():
                 loop.step(perm, s % loop.steps)
         strategy.synchronize()
     profile.export(prof, trace)
-    events = list(prof.events())
+    out = _figures(spec, loop, list(prof.events()), trace)
+    del prof
+    memory.release_freed()  # the profiler's records go before more steps run
+    if spec.strategy == "ddp" and strategy.world_size > 1:
+        # one process has nothing to exchange: its "exposed" time would be noise
+        out["communication"].update(_exposed(loop, strategy, perm, _pairs(profile_steps)))
+    del loop
+    memory.release_freed()
+    return out
+
+
+def _figures(spec: RunSpec, loop: Loop, events: list[Any], trace: Path) -> dict[str, Any]:
+    """What the profiled steps say: live tensor peak (CPU), sync points (GPU), collectives."""
     windows = profile.step_windows(events, skip=WARM_STEPS)
     out: dict[str, Any] = {"trace": trace}
     if spec.device_type == "cpu":
@@ -120,18 +159,11 @@ def profiled_probe(
     else:
         out["sync_points_per_step"] = profile.sync_points(events, windows)
     if spec.strategy == "ddp":
-        element = next(loop.model.parameters()).element_size()
+        params = list(loop.model.parameters())
         out["communication"] = {
-            **profile.collectives(events, windows, element),
-            "gradient_bytes": sum(
-                p.numel() * p.element_size() for p in loop.model.parameters() if p.requires_grad
-            ),
-            **_exposed(loop, strategy, perm),
+            **profile.collectives(events, windows, params[0].element_size()),
+            "gradient_bytes": sum(p.numel() * p.element_size() for p in params if p.requires_grad),
         }
     elif spec.strategy == "dp" and spec.device_type == "cuda":
         out["communication"] = {"collectives": profile.dp_ops(events, windows)}
     return out
-
-
-def save_final(trained: Any, path: Path) -> None:
-    atomic_torch_save(trained.model.state_dict(), path)

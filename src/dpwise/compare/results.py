@@ -109,6 +109,8 @@ def workload_facts(
         "batch_size": cfg.batch_size,
         "epochs": cfg.epochs,
         "repeats": cfg.repeats,
+        "max_steps": cfg.max_steps,
+        "threads": cfg.threads,
         "precision": cfg.precision,
         "optimizer": cfg.optimizer,
         "lr": cfg.lr,

@@ -1,45 +1,131 @@
-"""Run every configuration of a comparison: in this process, or in workers the launcher starts."""
+"""Run every configuration of a comparison, each in its own process, taking turns round by round.
+
+All run processes start together and then wait; the parent grants one turn at a time: round r is
+single's repeat r, then dp's, then ddp × 1's … (the order rotates each round), so a change in the
+machine's speed hits every run alike and the runs can be compared round by round. Only one run
+computes at a time. The parent holds no model, no data and no profiler: its memory stays small.
+"""
 
 from __future__ import annotations
 
+import json
+import multiprocessing
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from dpwise.compare.matrix import RunSpec, build_matrix
-from dpwise.compare.progress import ProgressTail
 from dpwise.compare.settings import CompareConfig
-from dpwise.compare.worker import PROGRESS_FILE, measure_run
-from dpwise.env import DistEnv
-from dpwise.launch import launch, run_guarded
-from dpwise.plan import Hardware, resolve
+from dpwise.compare.turns import RunFailed, TurnHost, raise_failure
+from dpwise.compare.worker import run_process
+from dpwise.plan import Hardware
+
+READY_TIMEOUT_S = 30 * 60  # start-up: import, data, process group
+TURN_TIMEOUT_S = 6 * 3600  # one repeat or one probe of one run
+STOP_GRACE_S = 10.0
+
+Event = Callable[[dict[str, Any]], None]
 
 
-def compare_entry(spec: RunSpec, cfg: CompareConfig) -> dict[str, Any] | None:
-    """The function each launched worker runs."""
-    return run_guarded(measure_run, spec, cfg)
+def rounds(specs: list[RunSpec], repeats: int) -> list[tuple[int, RunSpec]]:
+    """(round, run) in the order the turns are granted: each round rotates the order by one."""
+    order = []
+    for r in range(repeats):
+        shift = r % len(specs)
+        order += [(r, spec) for spec in specs[shift:] + specs[:shift]]
+    return order
 
 
-def run_one(spec: RunSpec, cfg: CompareConfig, hw: Hardware) -> dict[str, Any]:
-    if not spec.launched:
-        return measure_run(spec, cfg)
-    plan = resolve(cfg.train_config("ddp", spec.world_size), hw, DistEnv())
-    return launch(plan, compare_entry, spec, cfg)[0]
+class RunProcesses:
+    """One process per run, started together; stopped (terminated, then killed) on exit."""
+
+    def __init__(self, specs: list[RunSpec], cfg: CompareConfig, host: TurnHost) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.host, self.specs = host, specs
+        self.procs = {
+            s.id: ctx.Process(
+                target=run_process, args=(s, cfg, host.address), name=f"dpwise-{s.id}"
+            )
+            for s in specs
+        }
+
+    def __enter__(self) -> RunProcesses:
+        for proc in self.procs.values():
+            proc.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        alive = [p for p in self.procs.values() if p.is_alive()]
+        for proc in alive:
+            proc.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for proc in alive:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+    def watch(self) -> None:
+        """Raise the first failure any run reported, or name a run whose process died."""
+        for spec in self.specs:
+            failure = self.host.failure(spec.id)
+            if failure is not None:
+                raise_failure(spec.label, failure)
+        for spec in self.specs:
+            proc = self.procs[spec.id]
+            if not proc.is_alive() and not self.host.store.check([f"{spec.id}/probe/done"]):
+                time.sleep(0.2)  # its error report may still be on the way
+                failure = self.host.failure(spec.id)
+                if failure is not None:
+                    raise_failure(spec.label, failure)
+                raise RunFailed(spec.label, f"its process exited with code {proc.exitcode}")
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the comparison like Ctrl-C: the run processes are stopped, not orphaned."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def run_all(
-    cfg: CompareConfig, hw: Hardware, on_event: Callable[[dict[str, Any]], None]
+    cfg: CompareConfig, hw: Hardware, on_event: Event
 ) -> tuple[list[RunSpec], list[dict[str, Any]]]:
-    """Measure every run in order; ``on_event`` sees start / repeat / probe / done events."""
+    """Measure every run; ``on_event`` sees start / repeat / probe events, in the parent."""
     specs = build_matrix(cfg, hw)
     cfg.out.mkdir(parents=True, exist_ok=True)
-    records = []
-    with ProgressTail(cfg.out / PROGRESS_FILE, on_event):
+    host = TurnHost()
+    turn_seconds = {s.id: 0.0 for s in specs}
+    with terminate_as_interrupt(), RunProcesses(specs, cfg, host) as procs:
+        on_event({"what": "start", "label": "starting the runs"})
         for spec in specs:
-            on_event({"run": spec.id, "what": "start", "label": spec.label})
+            host.wait(spec.id, "ready", procs.watch, READY_TIMEOUT_S)
+        for r, spec in rounds(specs, cfg.repeats):
+            on_event({"what": "start", "label": f"round {r + 1}/{cfg.repeats}: {spec.label}"})
             start = time.perf_counter()
-            record = run_one(spec, cfg, hw)
-            record["wall_seconds"] = time.perf_counter() - start
+            host.play(spec.id, f"repeat-{r}", procs.watch, TURN_TIMEOUT_S)
+            turn_seconds[spec.id] += time.perf_counter() - start
+            on_event({"run": spec.id, "what": "repeat", "index": r + 1, "of": cfg.repeats})
+        records = []
+        for spec in specs:
+            on_event({"what": "start", "label": f"profiling {spec.label}"})
+            start = time.perf_counter()
+            record = json.loads(host.play(spec.id, "probe", procs.watch, TURN_TIMEOUT_S))
+            turn_seconds[spec.id] += time.perf_counter() - start
+            record["wall_seconds"] = turn_seconds[spec.id]
             records.append(record)
-            on_event({"run": spec.id, "what": "done"})
+            on_event({"run": spec.id, "what": "probe"})
     return specs, records

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from rich.console import Console
 
@@ -13,6 +15,7 @@ from dpwise.compare.results import assemble
 from dpwise.compare.runner import run_all
 from dpwise.compare.settings import CompareConfig
 from dpwise.diagnosis import probe_workload
+from dpwise.errors import DpwiseError
 from dpwise.plan import Hardware
 from dpwise.report.files import write_reports
 from dpwise.report.terminal import CompareProgress, checks_table, summary_table, verdict_lines
@@ -31,8 +34,14 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     outputs.check_writable(cfg.out)
     err = Console(stderr=True)
     units = len(specs) * (cfg.repeats + 1)
-    with CompareProgress(units, err, enabled=not cfg.quiet) as progress:
-        _, runs = run_all(cfg, hw, progress.on_event)
+    created = _first_missing(cfg.out)
+    try:
+        with CompareProgress(units, err, enabled=not cfg.quiet) as progress:
+            _, runs = run_all(cfg, hw, progress.on_event)
+    except DpwiseError:
+        if created is not None:  # a user mistake found by a run (e.g. its factory): no output
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     measured = time.perf_counter()
     results = assemble(cfg, hw, runs, command, probe)
     written = write_reports(results, cfg.out)
@@ -46,6 +55,16 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     if not cfg.quiet:
         _print_summary(results, written["html"], cfg)
     return 1 if any(c["status"] == "fail" for c in results["checks"]) else 0
+
+
+def _first_missing(out: Path) -> Path | None:
+    """The outermost folder of ``out`` that does not exist yet (what this run would create)."""
+    missing = None
+    for folder in (out, *out.parents):
+        if folder.exists():
+            break
+        missing = folder
+    return missing
 
 
 def _print_summary(results: dict, html, cfg: CompareConfig) -> None:

@@ -39,6 +39,8 @@ class CompareConfig:
     tolerance: float = 1e-4
     device: str = "auto"
     profile_steps: int = 4
+    max_steps: int | None = None  # optimizer steps per repeat, the same for every run
+    threads: int | None = None  # CPU threads per process (default: cores, ÷ world size for ddp)
     out: Path = Path("runs/compare")
     quiet: bool = False
     find_unused_parameters: bool = False  # set when the model probe finds parameters unused
@@ -61,6 +63,10 @@ class CompareConfig:
         for name in ("repeats", "batch_size", "profile_steps"):
             if getattr(self, name) < 1:
                 raise DpwiseError(f"--{name.replace('_', '-')} must be at least 1")
+        for name in ("max_steps", "threads"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise DpwiseError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
         if self.world_sizes is not None and min(self.world_sizes) < 1:
             raise DpwiseError(f"--world-sizes must be positive, got {self.world_sizes}")
         if self.precision not in PRECISIONS:
@@ -86,6 +92,8 @@ class CompareConfig:
             nproc=nproc if strategy == "ddp" else None,
             device=self.device,
             epochs=self.epochs,
+            max_steps=self.max_steps,
+            threads=self.threads,
             batch_size=self.batch_size,
             lr=self.lr,
             optimizer=self.optimizer,

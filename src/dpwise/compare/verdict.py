@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpwise.checks.base import clearly_faster, median_rate
+from dpwise.checks.base import clearly_faster, compare, median_rate
+from dpwise.checks.communication import stalled
+from dpwise.checks.performance import drifted
+from dpwise.checks.thresholds import CONFIDENCE, EXPOSED_SHARE_LIMIT, HALF_MEMORY, NEAR_LINEAR
 from dpwise.units import pct, rate, sci
 
 Run = dict[str, Any]
@@ -14,46 +17,90 @@ GUIDE = "guide"
 def recommend(
     runs: list[Run], tolerance: float, device_type: str, known_cause: str | None = None
 ) -> dict[str, Any]:
-    """The fastest run that is clearly faster than single; otherwise single.
+    """The fastest run that is faster than single beyond the noise; otherwise single.
 
     A run that changed the model is a candidate only when the cause is known (e.g. BatchNorm) and
-    is then named; runs of one process or one device are never preferred to single.
+    is then named; runs of one process or one device are never preferred to single. When the
+    evidence cannot separate a candidate from single, or a one-process run disagrees with single,
+    the status is "inconclusive" (with the reason) and single stays the safe default.
     """
     single = runs[0]
     ok = [r for r in runs if r["max_param_diff_vs_single"] <= tolerance or known_cause]
     parallel = [r for r in ok if r["world_size"] > 1 and not r["notes"]]
+    vs = {r["id"]: compare(r, single) for r in parallel}
     ranked = sorted(parallel, key=median_rate, reverse=True)
-    best = ranked[0] if ranked and clearly_faster(ranked[0], single) else single
+    faster = [r for r in ranked if vs[r["id"]].outcome == "faster"]
+    reason = _inconclusive(runs, ranked, vs, bool(faster))
+    best = faster[0] if faster and not reason else single
     runner = next((r for r in [*ranked, single] if r is not best), None)
-    spread = f"{best['samples_per_s']['min']:,.0f}–{best['samples_per_s']['max']:,.0f}"
-    vs = "" if best is single else f", {best['speedup_vs_single']:.2f}× the single process"
-    reasons = [
-        f"{best['label']} trains at {rate(median_rate(best))} samples/s "
-        f"({spread} over the repeats){vs}"
-    ]
+    reasons = [_best_reason(best, single, vs.get(best["id"]))]
     if runner is not None:
         reasons.append(
             f"runner-up: {runner['label']} at {rate(median_rate(runner))} samples/s "
             f"({runner['speedup_vs_single']:.2f}× single)"
         )
-    worst = max(r["max_param_diff_vs_single"] for r in runs)
-    reasons.append(
-        f"parameters of every run agree with single within {sci(worst)}"
-        if worst <= tolerance
-        else f"some runs differ from single by up to {sci(worst)}"
-        + (f" because of {known_cause}: see the convergence check" if known_cause else "")
-    )
+    if reason:
+        reasons.insert(0, f"inconclusive: {reason}")
+    reasons.append(_agreement(runs, tolerance, known_cause))
     if device_type == "cpu" and best is single:
         reasons.append(_cpu_reason(runs))
-    what = best["label"] if best is not single else "a single process"
     return {
         "strategy": best["strategy"],
         "world_size": best["world_size"],
         "run": best["id"],
         "runner_up": None if runner is None else runner["id"],
-        "headline": f"Use {what} on this machine for this model",
+        "headline": _headline(best, single, reason),
         "reasons": reasons,
+        "status": "inconclusive" if reason else "recommended",
+        "inconclusive_reason": reason,
+        "vs_single": {k: c.to_dict() for k, c in vs.items()},
     }
+
+
+def _inconclusive(
+    runs: list[Run], ranked: list[Run], vs: dict[str, Any], any_faster: bool
+) -> str | None:
+    """Why the evidence cannot pick a run, or None when it can: the machine's speed was not
+    steady (a one-process run disagrees with single), or no run is faster and one might be."""
+    drift = drifted(runs)
+    if drift:
+        return (
+            f"{', '.join(drift)} should match single's speed but differ beyond the noise, so "
+            "the machine's speed was not steady while the runs took turns; run again on a "
+            "quieter machine"
+        )
+    unsure = [r for r in ranked if vs[r["id"]].outcome == "inconclusive"]
+    return vs[unsure[0]["id"]].reason if unsure and not any_faster else None
+
+
+def _best_reason(best: Run, single: Run, vs: Any) -> str:
+    spread = f"{best['samples_per_s']['min']:,.0f}–{best['samples_per_s']['max']:,.0f}"
+    extra = ""
+    if best is not single:
+        extra = (
+            f", {best['speedup_vs_single']:.2f}× the single process ({CONFIDENCE:.0%} interval "
+            f"of the per-round ratio {vs.interval} over {vs.rounds} rounds)"
+        )
+    return (
+        f"{best['label']} trains at {rate(median_rate(best))} samples/s "
+        f"({spread} over the repeats){extra}"
+    )
+
+
+def _headline(best: Run, single: Run, reason: str | None) -> str:
+    if reason:
+        return "Inconclusive on this machine: keep a single process until a quieter run decides"
+    what = best["label"] if best is not single else "a single process"
+    return f"Use {what} on this machine for this model"
+
+
+def _agreement(runs: list[Run], tolerance: float, known_cause: str | None) -> str:
+    worst = max(r["max_param_diff_vs_single"] for r in runs)
+    if worst <= tolerance:
+        return f"parameters of every run agree with single within {sci(worst)}"
+    return f"some runs differ from single by up to {sci(worst)}" + (
+        f" because of {known_cause}: see the convergence check" if known_cause else ""
+    )
 
 
 def _cpu_reason(runs: list[Run]) -> str:
@@ -95,7 +142,7 @@ def _memory_claim(check: dict[str, Any], env: dict[str, Any]) -> dict[str, str]:
         return _claim(text, src, "–", "cannot be tested", why)
     if ratio is None:
         return _claim(text, src, "–", "cannot be tested", "no dp and ddp run of the same size")
-    held = "held" if ratio <= 0.6 else "did not hold"
+    held = "held" if ratio <= HALF_MEMORY else "did not hold"
     return _claim(text, src, f"DDP / DP peak per device = {ratio:.2f}", held)
 
 
@@ -127,7 +174,7 @@ def _linear_claim(check: dict[str, Any], gpus: int) -> dict[str, str]:
         where = "CPU efficiency" if gpus == 0 else "efficiency"
         return _claim(text, src, f"{where} {seen}", "cannot be tested", why)
     w = max(eff)
-    held = "held" if eff[w] >= 0.85 else "did not hold"
+    held = "held" if eff[w] >= NEAR_LINEAR else "did not hold"
     return _claim(text, src, f"efficiency at {w} GPUs = {pct(eff[w])}", held)
 
 
@@ -155,15 +202,16 @@ def _async_claim(check: dict[str, Any]) -> dict[str, str]:
     src = f"{GUIDE}: DistributedDataParallel"
     figures = check["figures"]
     if not figures:
-        return _claim(text, src, "no ddp run", "cannot be tested")
+        return _claim(text, src, "–", "cannot be tested", "no ddp run with 2 or more processes")
     run_id, comm = max(figures.items(), key=lambda kv: int(kv[0].rpartition("-")[2] or 0))
     if run_id.endswith("-1"):
         return _claim(text, src, "–", "cannot be tested", "no ddp run with 2 or more processes")
     share = comm["exposed_share"]
-    held = "held" if share <= 0.1 else "did not hold"
+    held = "did not hold" if stalled(share) else "held"
     why = (
         "all-reduce overlaps the rest of backward, but the step waits for the last bucket; "
-        "a small exposed share means the communication was mostly hidden"
+        f"below {pct(EXPOSED_SHARE_LIMIT)} of the step exposed, the same limit as the "
+        "communication check, the communication counts as hidden"
     )
     return _claim(
         text, src, f"{run_id}: {pct(share)} of the step is exposed communication", held, why

@@ -1,7 +1,13 @@
-"""What each process of one comparison run executes; rank 0 returns the run's record."""
+"""What each process of one comparison run executes: its repeats and its probe, turn by turn.
+
+Every run lives in its own process (ddp × W: the elastic launcher's workers), so its peak RSS is
+its own and nothing it allocated stays behind in the parent.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import tempfile
 from pathlib import Path
@@ -11,16 +17,18 @@ import torch
 import torch.distributed as dist
 
 from dpwise.compare.matrix import RunSpec
-from dpwise.compare.probe import profiled_probe, save_final, timed_repeats
-from dpwise.compare.progress import ProgressWriter
+from dpwise.compare.probe import Repeats, profiled_probe
 from dpwise.compare.settings import CompareConfig
+from dpwise.compare.turns import TurnClient
 from dpwise.env import DistEnv
-from dpwise.plan import Hardware, RunPlan
+from dpwise.errors import DpwiseError
+from dpwise.launch import launch, run_guarded
+from dpwise.plan import Hardware, RunPlan, resolve
 from dpwise.strategies import DataParallelStrategy, DDPStrategy, SingleStrategy
 from dpwise.strategies.base import Strategy
 from dpwise.workload import workload_for
 
-PROGRESS_FILE = ".progress"
+Address = tuple[str, int]
 
 
 def _backend(spec: RunSpec) -> str:
@@ -51,22 +59,60 @@ def _plan(spec: RunSpec, cfg: CompareConfig) -> RunPlan:
 
 
 def _local_group(spec: RunSpec) -> bool:
-    """ddp × 1 runs in this process: a one-member process group on an in-memory store."""
+    """ddp × 1 runs alone: a one-member process group on an in-memory store."""
     if spec.strategy != "ddp" or spec.launched or dist.is_initialized():
         return False
     dist.init_process_group(_backend(spec), store=dist.HashStore(), rank=0, world_size=1)
     return True
 
 
-def _threads(spec: RunSpec) -> int:
-    if spec.launched and "OMP_NUM_THREADS" not in os.environ:
+def _threads(spec: RunSpec, cfg: CompareConfig) -> int:
+    if cfg.threads is not None:
+        torch.set_num_threads(cfg.threads)
+    elif spec.launched and "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(max(1, Hardware.detect().cpu_cores // spec.world_size))
     return torch.get_num_threads()
 
 
-def measure_run(spec: RunSpec, cfg: CompareConfig) -> dict[str, Any] | None:
+def run_process(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
+    """The target of a run's process; a ddp × W run starts its workers through the launcher."""
+    client = TurnClient(address, spec.id)
+    try:
+        if spec.launched:
+            _quiet_launcher()
+            plan = resolve(cfg.train_config("ddp", spec.world_size), Hardware.detect(), DistEnv())
+            launch(plan, rank_entry, spec, cfg, address)
+        else:
+            serve(spec, cfg, client)
+    except BaseException as exc:
+        client.fail(exc)
+        raise SystemExit(2 if isinstance(exc, DpwiseError) else 1) from None
+
+
+def _quiet_launcher() -> None:
+    """The launcher's loggers set their own levels; when the parent stops this run (another run
+    failed), the agent's "death signal" warning is noise: dpwise reports the failure itself."""
+    import torch.distributed.launcher.api  # noqa: F401  (creates the agent's loggers)
+
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("torch.distributed.elastic"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def rank_entry(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
+    """What each launched worker of a ddp × W run executes."""
     env = DistEnv.from_environ()
-    threads = _threads(spec)
+    client = TurnClient(address, spec.id, is_main=env.rank == 0)
+    try:
+        run_guarded(serve, spec, cfg, client)
+    except BaseException as exc:
+        client.fail(exc)
+        raise
+
+
+def serve(spec: RunSpec, cfg: CompareConfig, client: TurnClient) -> None:
+    env = DistEnv.from_environ()
+    threads = _threads(spec, cfg)
     plan = _plan(spec, cfg)
     workload = workload_for(cfg)
     data = workload.load_data(cfg.seed)
@@ -74,38 +120,43 @@ def measure_run(spec: RunSpec, cfg: CompareConfig) -> dict[str, Any] | None:
     strategy = _strategy(spec, env, cfg.ddp_options)
     strategy.setup()
     try:
-        progress = ProgressWriter(cfg.out / PROGRESS_FILE, spec.id, strategy.is_main)
-        timing, first = timed_repeats(plan, strategy, workload, data, cfg.repeats, progress)
+        client.ready()
+        repeats = Repeats(plan, strategy, workload, data)
         final = Path("runs") / spec.id / "final.pt"
-        if strategy.is_main:
-            save_final(first, cfg.out / final)
-        with tempfile.TemporaryDirectory() as tmp:
-            trace = Path("traces") / f"{spec.id}.rank0.json"
-            where = cfg.out / trace if strategy.is_main else Path(tmp) / "trace.json"
-            probe = profiled_probe(spec, plan, strategy, workload, data, where, cfg.profile_steps)
-        progress.emit("probe")
-        mine = {
-            "live": probe.get("live_tensor_bytes"),
-            "rss": timing["peak_rss_bytes"],
-            "device": str(strategy.device),
-        }
-        ranks = strategy.all_gather_object(mine)
+        for r in range(cfg.repeats):
+            client.wait(f"repeat-{r}")
+            repeats.run(cfg.out / final if strategy.is_main else None)
+            client.done(f"repeat-{r}")
+        client.wait("probe")
+        record = _probe(spec, cfg, plan, strategy, workload, data, repeats, threads, final)
+        client.done("probe", json.dumps(record, default=str))
     finally:
         strategy.teardown()
         if own_group:
             dist.destroy_process_group()
-        if spec.device_type == "cuda":
-            torch.cuda.empty_cache()  # in-process runs must not hold GPU 0 for the next run
-    if not strategy.is_main:
-        return None
-    return _record(spec, strategy, threads, timing, first, probe, ranks, final, trace)
 
 
-def _memory(spec: RunSpec, first: Any, ranks: list[dict[str, Any]]) -> dict[str, Any]:
+def _probe(spec, cfg, plan, strategy, workload, data, repeats, threads, final) -> dict[str, Any]:
+    timing = repeats.timing()  # read before the probe: peak RSS describes the training
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path("traces") / f"{spec.id}.rank0.json"
+        where = cfg.out / trace if strategy.is_main else Path(tmp) / "trace.json"
+        probe = profiled_probe(spec, plan, strategy, workload, data, where, cfg.profile_steps)
+    mine = {
+        "live": probe.get("live_tensor_bytes"),
+        "rss": timing["peak_rss_bytes"],
+        "device": str(strategy.device),
+        "pid": os.getpid(),
+    }
+    ranks = strategy.all_gather_object(mine)
+    return _record(spec, strategy, threads, timing, repeats.first, probe, ranks, final, trace)
+
+
+def _memory(spec: RunSpec, first: dict[str, Any], ranks: list[dict[str, Any]]) -> dict[str, Any]:
     if spec.device_type == "cuda":
         per_device = [
             {"rank": p["rank"], "device": p["device"], "peak_bytes": p["bytes"]}
-            for p in first.result.peak_memory
+            for p in first["peak_memory"]
         ]
         kind = "cuda_max_memory_allocated"
     else:
@@ -131,12 +182,13 @@ def _record(spec, strategy, threads, timing, first, probe, ranks, final, trace) 
         "samples_per_s": timing["samples_per_s"],
         "samples_per_epoch": timing["samples_per_epoch"],
         "training_seconds": timing["training_seconds"],
-        "losses": first.result.losses,
+        "losses": first["losses"],
         "final_state": str(final),
         "memory": _memory(spec, first, ranks),
         "communication": probe.get("communication"),
         "sync_points_per_step": probe.get("sync_points_per_step"),
         "trace": str(trace),
+        "pids": [m["pid"] for m in ranks],  # every run has processes of its own
     }
 
 

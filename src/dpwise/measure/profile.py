@@ -44,11 +44,14 @@ def _native_stderr_silenced() -> Iterator[None]:
 
 
 @contextmanager
-def session(device_type: str, with_memory: bool) -> Iterator[Any]:
+def session(device_type: str, with_memory: bool, with_shapes: bool = True) -> Iterator[Any]:
+    """torch.profiler around a block. Input shapes (needed to count the bytes collectives move)
+    cost memory while recording: a ViT-sized step under shapes and memory recording peaked about
+    1.65× its plain peak, under memory recording alone about 1.2×; ask only for what is read."""
     activities = [ProfilerActivity.CPU]
     if device_type == "cuda":
         activities.append(ProfilerActivity.CUDA)
-    prof = profile(activities=activities, record_shapes=True, profile_memory=with_memory)
+    prof = profile(activities=activities, record_shapes=with_shapes, profile_memory=with_memory)
     with _native_stderr_silenced():
         prof.start()
     try:

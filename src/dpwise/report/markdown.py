@@ -24,7 +24,7 @@ def _verdict(view: dict[str, Any]) -> list[str]:
     verdict = view["verdict"]
     lines = ["## Verdict", "", f"**{verdict['headline']}**", ""]
     if verdict["recommended"]:
-        lines += [f"Recommended: `{verdict['recommended']}`", ""]
+        lines += [f"{verdict['recommended_label']}: `{verdict['recommended']}`", ""]
     lines += [f"- {reason}" for reason in verdict["reasons"]]
     return [*lines, ""] if verdict["reasons"] else lines
 

@@ -151,9 +151,11 @@ def _verdict_view(rec: dict[str, Any]) -> dict[str, Any]:
     recommended = ""
     if strategy:
         recommended = f"{strategy}" + (f" × {size}" if isinstance(size, int) else "")
+    inconclusive = rec.get("status") == "inconclusive"
     return {
         "headline": str(rec.get("headline") or "No recommendation was made."),
         "recommended": recommended,
+        "recommended_label": "Safe default until a run decides" if inconclusive else "Recommended",
         "reasons": [str(r) for r in _list(rec.get("reasons"))],
     }
 

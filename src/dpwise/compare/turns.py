@@ -1,0 +1,111 @@
+"""Turn-taking between compare's run processes over a TCPStore the parent hosts.
+
+The parent grants one turn at a time (``<run>/<turn>/go``); every process of that run waits for
+the key, computes, and the run's rank 0 answers ``<run>/<turn>/done`` (with a payload where one is
+needed). A failing process writes ``<run>/error``. Every wait is bounded: the parent's by a
+deadline and by watching the processes, the workers' by the store's timeout, and a worker whose
+parent died finds the store gone and stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import traceback
+from collections.abc import Callable
+from datetime import timedelta
+
+import torch.distributed as dist
+
+from dpwise.errors import DpwiseError
+from dpwise.launch import WorkerFailed
+
+HOST = "127.0.0.1"
+WAIT_FOR_TURN_S = 24 * 3600  # a run process waits at most this long for its next turn
+POLL_S = 0.01
+
+
+class RunFailed(WorkerFailed):
+    """A run process failed; carries its own traceback (the CLI prints it, exit code 1)."""
+
+    def __init__(self, label: str, details: str) -> None:
+        Exception.__init__(self, f"the {label} run failed")
+        self.rank, self.exitcode, self.details = 0, 1, details
+
+
+def _key(run_id: str, *parts: str) -> str:
+    return "/".join((run_id, *parts))
+
+
+class TurnHost:
+    """The parent's side: grants turns and collects answers."""
+
+    def __init__(self) -> None:
+        self.store = dist.TCPStore(
+            HOST, 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=60)
+        )
+        self.address = (HOST, self.store.port)
+
+    def failure(self, run_id: str) -> dict[str, str] | None:
+        key = _key(run_id, "error")
+        return json.loads(self.store.get(key)) if self.store.check([key]) else None
+
+    def wait(self, run_id: str, what: str, watch: Callable[[], None], timeout_s: float) -> str:
+        """Wait for ``<run>/<what>``; ``watch`` raises when a process failed."""
+        key = _key(run_id, what)
+        deadline = time.monotonic() + timeout_s
+        while not self.store.check([key]):
+            watch()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"run {run_id} gave no '{what}' within {timeout_s:.0f} s")
+            time.sleep(POLL_S)
+        return self.store.get(key).decode()
+
+    def play(self, run_id: str, turn: str, watch: Callable[[], None], timeout_s: float) -> str:
+        """Grant one turn and wait for its answer."""
+        self.store.set(_key(run_id, turn, "go"), "1")
+        return self.wait(run_id, f"{turn}/done", watch, timeout_s)
+
+
+class TurnClient:
+    """A run process's side: waits for its turns and answers them (rank 0 only)."""
+
+    def __init__(self, address: tuple[str, int], run_id: str, is_main: bool = True) -> None:
+        self.run_id, self.is_main = run_id, is_main
+        self.store = dist.TCPStore(
+            address[0],
+            address[1],
+            is_master=False,
+            timeout=timedelta(seconds=WAIT_FOR_TURN_S),
+        )
+
+    def ready(self) -> None:
+        if self.is_main:
+            self.store.set(_key(self.run_id, "ready"), "1")
+
+    def wait(self, turn: str) -> None:
+        self.store.wait([_key(self.run_id, turn, "go")])
+
+    def done(self, turn: str, payload: str = "") -> None:
+        if self.is_main:
+            self.store.set(_key(self.run_id, turn, "done"), payload)
+
+    def fail(self, exc: BaseException) -> None:
+        """Record the first failure of this run for the parent (later ones add nothing)."""
+        usage = isinstance(exc, DpwiseError)
+        text = json.dumps(
+            {
+                "usage": usage,
+                "message": str(exc),
+                "details": "" if usage else traceback.format_exc(),
+            }
+        )
+        with contextlib.suppress(Exception):  # the parent is gone: nobody is left to tell
+            self.store.compare_set(_key(self.run_id, "error"), "", text)
+
+
+def raise_failure(label: str, failure: dict[str, str]) -> None:
+    if failure["usage"]:
+        raise DpwiseError(failure["message"])
+    raise RunFailed(label, failure["details"] or failure["message"])

@@ -1,0 +1,120 @@
+"""compare runs each configuration in its own process, taking turns; failures stop them all."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import child_env, run_cli
+from dpwise.compare.matrix import RunSpec
+from dpwise.compare.runner import rounds
+
+SMALL = ["--epochs", "2", "--repeats", "2", "--quiet"]
+TINY = ["--model", "userpkg:tiny_model", "--data", "userpkg:tiny_data", "--batch-size", "8"]
+
+
+def _spec(name: str) -> RunSpec:
+    return RunSpec(name, name, "single", 1, "cpu")
+
+
+def test_turns_interleave_the_runs_round_by_round_and_rotate():
+    specs = [_spec(n) for n in ("a", "b", "c")]
+    order = [(r, s.id) for r, s in rounds(specs, 4)]
+    assert order[:6] == [(0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a")]
+    assert [s for _, s in order].count("a") == 4 and len(order) == 12
+
+
+@pytest.mark.slow
+def test_a_factory_error_is_one_line_exit_2_and_leaves_no_out(tmp_path):
+    out = tmp_path / "new" / "report"
+    proc = run_cli(
+        "compare", *SMALL, "--model", "userpkg:not_a_module", "--data", "userpkg:tiny_data",
+        "--batch-size", "8", "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "not_a_module" in proc.stderr
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.slow
+def test_a_crashing_run_stops_every_run_process(tmp_path):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    proc = run_cli(
+        "compare", *SMALL, "--model", "userpkg:exploding_model", "--data", "userpkg:tiny_data",
+        "--batch-size", "8", "--out", str(tmp_path / "out"),
+        env={"DPWISE_TEST_PIDS": str(pids)},
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "forward exploded on rank 1" in proc.stderr and "ddp × 2 run failed" in proc.stderr
+    started = [int(p.stem) for p in pids.glob("*.pid")]
+    assert len(started) >= 4  # single, dp, ddp × 1 and both ranks of ddp × 2 built the model
+    assert not [pid for pid in started if os.path.exists(f"/proc/{pid}")]
+
+
+@pytest.mark.slow
+def test_max_steps_and_threads_apply_to_every_run_each_in_its_own_process(tmp_path):
+    proc = run_cli(
+        "compare", *SMALL, *TINY, "--max-steps", "3", "--threads", "1", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["workload"]["max_steps"] == 3 and results["workload"]["threads"] == 1
+    runs = results["runs"]
+    assert [len(r["losses"]) for r in runs] == [3] * len(runs)
+    assert {r["threads_per_process"] for r in runs} == {1}
+    pids = [pid for r in runs for pid in r["pids"]]
+    assert len(set(pids)) == len(pids) == 5 and os.getpid() not in pids
+    assert len(runs[0]["samples_per_s"]["values"]) == 2
+
+
+def _descendants(root: int) -> set[int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parents[int(entry)] = int(fh.read().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    found, grew = set(), True
+    while grew:
+        grew = False
+        for pid, ppid in parents.items():
+            if pid not in found and (ppid == root or ppid in found):
+                found.add(pid)
+                grew = True
+    return found
+
+
+@pytest.mark.slow
+def test_stopping_compare_stops_every_run_process(tmp_path):
+    cmd = [sys.executable, "-m", "dpwise", "compare", "--repeats", "50", "--quiet"]
+    proc = subprocess.Popen([*cmd, "--out", str(tmp_path)], env=child_env(), text=True,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while len(_descendants(proc.pid)) < 6 and time.monotonic() < deadline:
+            time.sleep(0.5)  # single, dp, ddp × 1, the ddp × 2 launcher and its two workers
+        started = _descendants(proc.pid)
+        assert len(started) >= 6
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130
+    finally:
+        proc.kill()
+    deadline = time.monotonic() + 30
+    while [p for p in started if os.path.exists(f"/proc/{p}")] and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not [(p, _name(p)) for p in started if os.path.exists(f"/proc/{p}")]
+
+
+def _name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode()[:120]
+    except OSError:
+        return "?"

@@ -117,4 +117,7 @@ def test_advise_from_results_passes_an_inconclusive_verdict_on(tmp_path, capsys)
     assert main(["advise", "--json", "--from", str(path)]) == 0
     answer = json.loads(capsys.readouterr().out)
     assert answer["strategy"] == "single"
-    assert any(r.startswith("inconclusive: ") for r in answer["reasons"])
+    assert answer["measurement_status"] == "inconclusive"
+    reason = results["recommendation"]["inconclusive_reason"]
+    assert answer["inconclusive_reason"] == reason
+    assert "inconclusive" in answer["reasons"][0] and reason in answer["reasons"][0]

@@ -179,19 +179,33 @@ def test_repeated_ddp_runs_of_a_transformer_finish(tmp_path):
         assert (out / "final.pt").is_file()
 
 
+class _EveryTurnNow:
+    """A turn client that grants every turn at once (compare's parent is not there)."""
+
+    def ready(self) -> None:
+        pass
+
+    def wait(self, what: str) -> None:
+        pass
+
+    def done(self, what: str, payload: str = "") -> None:
+        self.last = payload
+
+
 @pytest.mark.slow  # in one process, but a full compare run with its profiled probe
-def test_compare_in_process_ddp_run_frees_its_wrappers_before_destroy(tmp_path, recorder):
-    """compare's ddp × 1 run (a one-member group in this process) tears down in the same order."""
+def test_compare_ddp_run_frees_its_wrappers_before_destroy(tmp_path, recorder):
+    """compare's ddp × 1 run (a one-member group in its own process) tears down in order."""
     from dpwise.compare.matrix import RunSpec
     from dpwise.compare.settings import CompareConfig
-    from dpwise.compare.worker import measure_run
+    from dpwise.compare.worker import serve
 
     _, wrappers, at_destroy = recorder
     cfg = CompareConfig(
         epochs=2, repeats=1, profile_steps=1, batch_size=64, data_args={"samples": 256},
         out=tmp_path, quiet=True,
     )  # fmt: skip
-    record = measure_run(RunSpec("ddp-1", "ddp × 1", "ddp", 1, "cpu"), cfg)
-    assert record is not None and len(wrappers) >= 2  # the timed repeat and the profiled probe
+    client = _EveryTurnNow()
+    serve(RunSpec("ddp-1", "ddp × 1", "ddp", 1, "cpu"), cfg, client)
+    assert client.last and len(wrappers) >= 2  # the timed repeat and the profiled probe
     assert at_destroy["alive"] == []
     assert not dist.is_initialized()

@@ -31,6 +31,12 @@ def test_a_drop_path_layer_is_named_not_the_block_around_it(userpkg):
     assert names(found.stochastic) == [("1.drop_path", "SampleDrop"), ("2.drop_path", "SampleDrop")]
 
 
+def test_a_layer_after_a_barely_random_branch_is_not_named(userpkg):
+    """A LayerNorm whose input differs by 1e-6 (a scaled drop-path branch) is not itself random."""
+    found = probe("layerscale_model")
+    assert names(found.stochastic) == [("1.drop_path", "SampleDrop")]
+
+
 def test_attention_dropout_drawn_functionally_inside_multihead_attention_is_found(userpkg):
     assert names(probe("attention_model").stochastic) == [("attn", "MultiheadAttention")]
     assert probe("attention_model", dropout=0.0).stochastic == []

@@ -18,7 +18,9 @@ def _differing(first: list[Call], other: list[Call]) -> list[Call]:
         c
         for c in first
         if c.key in theirs
-        and same(c.inputs, theirs[c.key].inputs)
+        # inputs bit for bit: a tiny upstream difference that a normalisation then magnifies
+        # is not randomness of this module
+        and same(c.inputs, theirs[c.key].inputs, rel=0.0)
         and not same(c.output, theirs[c.key].output)
     ]
 

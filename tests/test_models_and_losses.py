@@ -72,6 +72,7 @@ def test_outputs_are_read_from_tuples_dicts_and_model_outputs():
     assert Objective("model", "m")((torch.tensor(2.0), logits), None) == 2.0
     # DataParallel gathers one loss per GPU into a vector: the batch's loss is their mean
     assert Objective("model", "m")({"loss": torch.tensor([1.0, 3.0])}, None) == 2.0
+    assert Objective("auto", "m")((torch.tensor([1.0, 3.0]), logits), None) == 2.0
 
 
 def test_token_cross_entropy_skips_ignored_labels_like_transformers():
@@ -140,6 +141,21 @@ def test_data_that_does_not_fit_the_model_fails_on_the_first_batch_in_one_line(u
     )
     with pytest.raises(DpwiseError, match=r"failed on the first batch \(per sample: 7 float32\)"):
         _train(cfg)
+
+
+def test_a_model_the_meta_device_cannot_build_is_inspected_on_the_cpu(userpkg):
+    w = resolve_workload("shapes_pkg:item_in_init", {}, None, {"samples": 32})
+    assert w.synthetic_spec.shape == (6,) and w.synthetic_spec.classes == 3
+    given = resolve_workload("shapes_pkg:item_in_init", {}, "synthetic", {"shape": 6, "classes": 3})
+    assert given.synthetic_spec.source == "given"
+    assert isinstance(w.build_for_inspection(), nn.Module)
+
+
+def test_out_of_memory_on_the_first_batch_keeps_its_own_error(userpkg):
+    w = resolve_workload("shapes_pkg:out_of_memory", {}, "synthetic", {"shape": 6, "classes": 3})
+    x, y = w.load_data(0).get(torch.arange(4))
+    with pytest.raises(torch.OutOfMemoryError):
+        w.loss(w.build_model(), x, y)
 
 
 # -- synthetic data -------------------------------------------------------------------------------
@@ -226,6 +242,8 @@ def test_transformers_classes_tasks_and_refusals():
         ("transformers:no-such-type", {}, "knows no model type"),
         ("transformers:gpt2", {"task": "speech"}, "task='speech' is not one of"),
         ("transformers:gpt2", {"pretrained": True}, "never downloads"),
+        ("transformers:gpt2", {"task": "masked-lm"}, "gpt2 has no masked-lm head"),
+        ("transformers:gpt2", {"n_embd": 30, "n_head": 4}, "the factory raised ValueError: `embed"),
     ):
         with pytest.raises(DpwiseError, match=message):
             resolve_workload(spec, args, None, {}).build_model()

@@ -96,3 +96,14 @@ def test_compare_runs_ddp_with_find_unused_parameters_and_names_the_randomness(t
     assert "1 RandomSkip layer: 1; 1 Jitter layer: 2" in check["explanation"]
     assert "passed find_unused_parameters=True" in check["explanation"]
     assert "random layers" in " ".join(results["recommendation"]["reasons"])
+
+
+def test_compare_can_be_told_to_find_unused_parameters():
+    """For a block skipped so rarely that the model probe never sees it go unused."""
+    from dpwise.cli import build_parser
+    from dpwise.commands.compare import compare_config
+
+    args = build_parser().parse_args(["compare", "--find-unused-parameters"])
+    cfg = compare_config(args)
+    assert cfg.train_config("ddp", 2).find_unused_parameters
+    assert not cfg.train_config("single", None).find_unused_parameters

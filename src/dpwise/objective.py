@@ -23,13 +23,26 @@ def model_loss(out: object) -> torch.Tensor | None:
     if isinstance(out, Mapping):
         loss = out.get("loss")
     elif isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
-        loss = out[0] if out[0].dim() == 0 and len(out) > 1 else None
+        loss = out[0] if len(out) > 1 and _is_loss(out[0], out[1]) else None
     else:
         loss = getattr(out, "loss", None)
     if isinstance(loss, torch.Tensor):
         # DataParallel gathers one loss per GPU into a vector: their mean is the batch's loss.
         return loss.mean() if loss.dim() else loss
     return None
+
+
+def _is_loss(first: torch.Tensor, second: object) -> bool:
+    """A tuple's leading scalar, or the vector of one scalar per GPU DataParallel gathers: shorter
+    than the batch of the logits that follow it."""
+    if first.dim() == 0:
+        return True
+    return (
+        first.dim() == 1
+        and isinstance(second, torch.Tensor)
+        and second.dim() >= 2
+        and first.shape[0] < second.shape[0]
+    )
 
 
 def logits(out: object, origin: str) -> torch.Tensor:
@@ -49,7 +62,7 @@ def logits(out: object, origin: str) -> torch.Tensor:
         )
     if isinstance(out, (tuple, list)):
         tensors = [t for t in out if isinstance(t, torch.Tensor)]
-        if tensors and tensors[0].dim() == 0 and len(tensors) > 1:
+        if len(tensors) > 1 and _is_loss(tensors[0], tensors[1]):
             return tensors[1]  # (loss, logits, …): what transformers returns with labels
         if tensors:
             return tensors[0]

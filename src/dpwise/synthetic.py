@@ -81,6 +81,12 @@ def parse_shape(raw: Any) -> tuple[int, ...]:
     return shape
 
 
+def is_complete(spec: Spec) -> bool:
+    """Inputs and targets are both described: nothing to infer from the model."""
+    has_inputs = spec.shape is not None or spec.tokens
+    return has_inputs and (spec.tokens or spec.classes is not None or spec.outputs is not None)
+
+
 def complete(given: Spec, model: nn.Module) -> Spec:
     """Fill what the arguments leave open from the model (built on the meta device)."""
     if given.shape is not None or given.tokens:

@@ -72,6 +72,8 @@ def load_factory(spec: str, flag: str) -> Callable[..., Any]:
 def _call(factory: Callable[..., Any], spec: str, flag: str, kwargs: dict[str, Any]) -> Any:
     try:
         return factory(**kwargs)
+    except DpwiseError:
+        raise  # already one line that names the spec
     except Exception as exc:  # a user's factory can fail in any way
         raise DpwiseError(
             f"{flag} {spec}: the factory raised {type(exc).__name__}: {exc}"
@@ -110,6 +112,18 @@ class Workload:
             )
         return model
 
+    def build_for_inspection(self) -> nn.Module:
+        """The model for reading its structure: on the meta device (no memory), or on the CPU
+        when its constructor cannot run there (e.g. it calls ``.item()`` on a tensor)."""
+        try:
+            with torch.device("meta"):
+                return self.build_model()
+        except DpwiseError as meta_failure:
+            try:
+                return self.build_model()
+            except DpwiseError:
+                raise meta_failure from None
+
     # -- running the model on a batch: the one place a forward and its loss are computed --------
     def objective(self) -> Objective:
         """A fresh loss for one process (``auto`` resolves on the first batch)."""
@@ -136,6 +150,8 @@ class Workload:
         try:
             out = batches.call(model, x)
         except (RuntimeError, AssertionError, ValueError, TypeError, IndexError, KeyError) as exc:
+            if not _misfit(exc):
+                raise
             first = (str(exc).strip().splitlines() or [""])[0][:300].rstrip(".")
             raise DpwiseError(
                 f"--model {self.model_spec} failed on the first batch (per sample: "
@@ -157,9 +173,9 @@ class Workload:
         if self.data_factory is not None:
             return None
         given = synthetic.spec_from_args(self.data_args)
-        with torch.device("meta"):
-            model = self.build_model()
-        return synthetic.complete(given, model)
+        if synthetic.is_complete(given):
+            return given
+        return synthetic.complete(given, self.build_for_inspection())
 
     def validate(self) -> Workload:
         """Fail now (one line) on what would fail in every worker: imports, uninferable data."""
@@ -182,6 +198,23 @@ class Workload:
             kwargs.setdefault("seed", seed)
         data = _call(self.data_factory, self.data_spec, "--data", kwargs)
         return BatchSource(data, f"--data {self.data_spec}")
+
+
+def _misfit(exc: BaseException) -> bool:
+    """An error that says the inputs do not fit the model, not a resource or network failure."""
+    resource_errors = tuple(
+        t
+        for t in (
+            getattr(torch, "OutOfMemoryError", None),
+            getattr(torch.cuda, "OutOfMemoryError", None),
+            getattr(getattr(torch, "distributed", None), "DistBackendError", None),
+        )
+        if isinstance(t, type)
+    )
+    if isinstance(exc, resource_errors):
+        return False
+    text = str(exc).lower()
+    return not any(word in text for word in ("out of memory", "nccl", "gloo", "cuda error"))
 
 
 def model_factory(model: str) -> Callable[..., nn.Module]:

@@ -123,17 +123,20 @@ def _auto_model(tf: Any, model_type: str, spec: str, task: Any, kwargs: dict) ->
             "classification head; give --model-arg task=… or a model class name"
         )
     auto = getattr(tf, TASKS[task])
-    try:
-        return auto.from_config(config)
-    except ValueError as exc:
-        raise DpwiseError(
-            f"--model {spec}: {model_type} has no {task} head ({str(exc).splitlines()[0]})"
-        ) from None
+    if model_type not in _mapping(task):
+        raise DpwiseError(f"--model {spec}: {model_type} has no {task} head in transformers")
+    return auto.from_config(config)  # a bad config value fails as the factory's own error
+
+
+def _mapping(task: str) -> Any:
+    """transformers' table of the model types that have ``task``'s head."""
+    names = {"masked-lm": "MODEL_FOR_MASKED_LM_MAPPING_NAMES", **dict(_TASK_MAPPINGS)}
+    mappings = importlib.import_module("transformers.models.auto.modeling_auto")
+    return getattr(mappings, names[task], {})
 
 
 def default_task(model_type: str) -> str | None:
-    mappings = importlib.import_module("transformers.models.auto.modeling_auto")
-    for task, mapping in _TASK_MAPPINGS:
-        if model_type in getattr(mappings, mapping, {}):
+    for task, _ in _TASK_MAPPINGS:
+        if model_type in _mapping(task):
             return task
     return None

@@ -49,6 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--threads", type=int, help="CPU threads per process (default: cores; ÷ world size for ddp)"
     )
+    r.add_argument(
+        "--find-unused-parameters",
+        action="store_true",
+        help="run ddp with find_unused_parameters (turned on by itself when the model probe sees "
+        "parameters go unused; force it when a rarely skipped block escaped the probe)",
+    )
     r.add_argument("--profile-steps", type=int, default=4, help="steps under torch.profiler")
     o = p.add_argument_group("outputs")
     o.add_argument("--out", type=Path, default=Path("runs/compare"), help="report folder")
@@ -65,6 +71,7 @@ def compare_config(args: argparse.Namespace):
         data=args.data,
         data_args=parse_kv(args.data_arg, "--data-arg"),
         loss=args.loss,
+        find_unused_parameters=args.find_unused_parameters,
         strategies=parse_list(args.strategies, "--strategies"),
         world_sizes=None
         if args.world_sizes is None

@@ -129,8 +129,7 @@ def assemble(
     device_type = "cuda" if any(d.startswith("cuda") for d in runs[0]["devices"]) else "cpu"
     dp_vs_ddp = derive(cfg.out, runs)
     workload = workload_for(cfg)
-    with torch.device("meta"):
-        model = workload.build_model()
+    model = workload.build_for_inspection()
     probe = probe or probe_workload(workload, cfg.seed)
     why = diagnose(model, cfg.precision, probe, cfg.ddp_options)
     mark_ddp_options(runs, cfg.ddp_options)

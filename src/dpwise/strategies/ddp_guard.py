@@ -27,9 +27,9 @@ def unused_message(model: nn.Module, error: str, find_unused: bool) -> str:
         )
     return (
         f"DDP stopped: {what} got no gradient in the previous step (the loss did not reach them, "
-        "e.g. a block skipped at random or a branch not taken); train with "
-        "--find-unused-parameters, or --static-graph when the same parameters go unused in "
-        "every step"
+        "e.g. a block skipped at random or a branch not taken); rerun with "
+        "--find-unused-parameters (train and compare), or train with --static-graph when the "
+        "same parameters go unused in every step"
     )
 
 

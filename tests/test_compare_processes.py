@@ -54,6 +54,7 @@ def test_a_crashing_run_stops_every_run_process(tmp_path):
     started = [int(p.stem) for p in pids.glob("*.pid")]
     assert len(started) >= 4  # single, dp, ddp × 1 and both ranks of ddp × 2 built the model
     assert not [pid for pid in started if os.path.exists(f"/proc/{pid}")]
+    assert not (tmp_path / "out").exists(), "a failed compare left a half-written --out"
 
 
 @pytest.mark.slow
@@ -94,7 +95,8 @@ def _descendants(root: int) -> set[int]:
 @pytest.mark.slow
 def test_stopping_compare_stops_every_run_process(tmp_path):
     cmd = [sys.executable, "-m", "dpwise", "compare", "--repeats", "50", "--quiet"]
-    proc = subprocess.Popen([*cmd, "--out", str(tmp_path)], env=child_env(), text=True,
+    out = tmp_path / "out"
+    proc = subprocess.Popen([*cmd, "--out", str(out)], env=child_env(), text=True,
                             stderr=subprocess.PIPE)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
@@ -104,6 +106,7 @@ def test_stopping_compare_stops_every_run_process(tmp_path):
         assert len(started) >= 6
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 130
+        assert not out.exists(), "a stopped compare left a half-written --out"
     finally:
         proc.kill()
     deadline = time.monotonic() + 30

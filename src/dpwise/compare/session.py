@@ -15,7 +15,6 @@ from dpwise.compare.results import assemble
 from dpwise.compare.runner import run_all
 from dpwise.compare.settings import CompareConfig
 from dpwise.diagnosis import probe_workload
-from dpwise.errors import DpwiseError
 from dpwise.plan import Hardware
 from dpwise.report.files import write_reports
 from dpwise.report.terminal import CompareProgress, checks_table, summary_table, verdict_lines
@@ -32,16 +31,24 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     if probe.unused:
         cfg = replace(cfg, find_unused_parameters=True)  # DDP stops without it
     outputs.check_writable(cfg.out)
-    err = Console(stderr=True)
-    units = len(specs) * (cfg.repeats + 1)
     created = _first_missing(cfg.out)
     try:
-        with CompareProgress(units, err, enabled=not cfg.quiet) as progress:
-            _, runs = run_all(cfg, hw, progress.on_event)
-    except DpwiseError:
-        if created is not None:  # a user mistake found by a run (e.g. its factory): no output
+        results, html = _measure_and_report(cfg, hw, specs, probe, command, started)
+    except BaseException:
+        # a user mistake found by a run, a crash, Ctrl-C: no half-written report folder
+        if created is not None:
             shutil.rmtree(created, ignore_errors=True)
         raise
+    if not cfg.quiet:
+        _print_summary(results, html, cfg)
+    return 1 if any(c["status"] == "fail" for c in results["checks"]) else 0
+
+
+def _measure_and_report(cfg, hw, specs, probe, command: str, started: float) -> tuple[dict, Path]:
+    err = Console(stderr=True)
+    units = len(specs) * (cfg.repeats + 1)
+    with CompareProgress(units, err, enabled=not cfg.quiet) as progress:
+        _, runs = run_all(cfg, hw, progress.on_event)
     measured = time.perf_counter()
     results = assemble(cfg, hw, runs, command, probe)
     written = write_reports(results, cfg.out)
@@ -52,9 +59,7 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
         "report_seconds": time.perf_counter() - measured,
     }
     outputs.write_json(results, cfg.out / "results.json")
-    if not cfg.quiet:
-        _print_summary(results, written["html"], cfg)
-    return 1 if any(c["status"] == "fail" for c in results["checks"]) else 0
+    return results, written["html"]
 
 
 def _first_missing(out: Path) -> Path | None:

@@ -17,7 +17,7 @@ from dpwise import batches, models, synthetic, zoo
 from dpwise.batches import Inputs
 from dpwise.data import BatchSource
 from dpwise.errors import DpwiseError
-from dpwise.objective import Objective, logits
+from dpwise.objective import Objective
 
 
 @dataclass(frozen=True)
@@ -161,10 +161,6 @@ class Workload:
         loss = objective(out, y)
         objective.seen_batch = True
         return loss
-
-    def check_output(self, out: object) -> torch.Tensor:
-        """The prediction tensor of a forward's output (logits, or the first tensor)."""
-        return logits(out, f"--model {self.model_spec}")
 
     # -- data --------------------------------------------------------------------------------------
     @cached_property

@@ -121,3 +121,25 @@ def _name(pid: int) -> str:
             return fh.read().replace(b"\0", b" ").decode()[:120]
     except OSError:
         return "?"
+
+
+def test_run_processes_fork_from_a_server_that_preloaded_torch():
+    """Each run process would otherwise import torch and torch._dynamo itself (seconds each)."""
+    from dpwise.compare import forking
+
+    ctx = forking.context()
+    assert ctx.get_start_method() == "forkserver"
+    assert {"torch", "torch._dynamo"} <= set(forking.PRELOAD)
+
+
+def test_the_fork_server_starts_before_the_command_imports_torch():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, dpwise.cli, dpwise.commands.compare, dpwise.compare.forking as f; "
+        "assert 'torch' not in sys.modules, 'torch imported too early'; "
+        "f.start_early(); print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr

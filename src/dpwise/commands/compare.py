@@ -94,6 +94,9 @@ def compare_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from dpwise.compare.forking import start_early
+
+    start_early()  # the run processes' imports overlap the ones below
     from dpwise.compare.session import run_compare
 
     return run_compare(compare_config(args), " ".join(["dpwise", *sys.argv[1:]]))

@@ -9,7 +9,6 @@ computes at a time. The parent holds no model, no data and no profiler: its memo
 from __future__ import annotations
 
 import json
-import multiprocessing
 import signal
 import threading
 import time
@@ -17,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from dpwise.compare.forking import context
 from dpwise.compare.matrix import RunSpec, build_matrix
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import RunFailed, TurnHost, raise_failure
@@ -43,7 +43,7 @@ class RunProcesses:
     """One process per run, started together; stopped (terminated, then killed) on exit."""
 
     def __init__(self, specs: list[RunSpec], cfg: CompareConfig, host: TurnHost) -> None:
-        ctx = multiprocessing.get_context("spawn")
+        ctx = context()  # forked from a server that has imported torch
         self.host, self.specs = host, specs
         self.procs = {
             s.id: ctx.Process(

@@ -9,23 +9,56 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from dpwise.interrupts import held
+
 
 @contextmanager
 def atomic_file(path: Path, fsync: bool = False) -> Iterator[BinaryIO]:
     """Yield a temporary file beside ``path``; it replaces ``path`` only if the block succeeds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with atomic_files(path, fsync=fsync) as (fh,):
+        yield fh
+
+
+@contextmanager
+def atomic_files(*paths: Path, fsync: bool = False) -> Iterator[list[BinaryIO]]:
+    """Like atomic_file for files that belong together: all of them are replaced, or none.
+
+    The renames run with SIGINT and SIGTERM held back: an interrupt cannot fall between them.
+    """
+    staged: list[tuple[Path, str]] = []
+    handles: list[BinaryIO] = []
     try:
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            staged.append((path, tmp))
+            handles.append(os.fdopen(fd, "wb"))
+        yield handles
+        for fh in handles:
             fh.flush()
             if fsync:
                 os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+            fh.close()
+        with held():
+            for path, tmp in staged:
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for fh in handles:
+            fh.close()
+        for _, tmp in staged:
+            Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_leftovers(folder: Path, names: tuple[str, ...]) -> list[Path]:
+    """Remove the temporary files a killed writer of ``names`` left in ``folder``."""
+    removed = []
+    for name in names:
+        for tmp in folder.glob(f".{name}.*.tmp"):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

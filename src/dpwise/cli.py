@@ -41,12 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from dpwise import interrupts
     from dpwise.launch import WorkerFailed
 
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-        return args.func(args)
+        with interrupts.terminate_raises():  # SIGTERM ends a command as Ctrl-C does (exit 143)
+            return args.func(args)
     except DpwiseError as exc:
         print(f"dpwise: error: {exc}", file=sys.stderr)
         return 2
@@ -55,6 +57,6 @@ def main(argv: list[str] | None = None) -> int:
             print(exc.details.rstrip(), file=sys.stderr)
         print(f"dpwise: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("dpwise: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(f"dpwise: {interrupts.describe(exc)}", file=sys.stderr)
+        return interrupts.exit_code(exc)

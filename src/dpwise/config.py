@@ -15,6 +15,12 @@ DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "gloo", "nccl")
 RDZV_BACKENDS = ("c10d", "static")
 LOSSES = ("auto", "cross-entropy", "token-cross-entropy", "mse", "model")
+# How long a collective waits for a peer before the run fails (--timeout). Long enough for the
+# longest phase one rank spends alone while the others wait at the next collective (rank 0
+# writing a checkpoint or final.pt of a multi-GB model), short enough that a hung peer ends the
+# run in minutes, not the half hour torch defaults to for gloo (10 minutes for NCCL).
+DEFAULT_TIMEOUT_S = 300.0
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
@@ -47,6 +53,15 @@ def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
         raise DpwiseError(f"{name} {value!r} is not one of {', '.join(choices)}")
 
 
+def check_timeout(value: float) -> None:
+    """--timeout: seconds, at least 1 (gloo and NCCL need time to connect), at most a week."""
+    if not 1 <= value <= MAX_TIMEOUT_S:  # also refuses nan
+        raise DpwiseError(
+            f"--timeout must be a number of seconds from 1 to {MAX_TIMEOUT_S:.0f}, got {value}; "
+            f"e.g. --timeout {DEFAULT_TIMEOUT_S:.0f}"
+        )
+
+
 def _at_least(name: str, value: int | float | None, low: int | float) -> None:
     if value is not None and value < low:
         raise DpwiseError(f"{name} must be at least {low}, got {value}")
@@ -72,6 +87,7 @@ class TrainConfig:
     rdzv_backend: str = "c10d"
     rdzv_id: str = "dpwise"
     max_restarts: int = 0
+    timeout: float = DEFAULT_TIMEOUT_S  # seconds a collective waits for a peer (ddp)
     device: str = "auto"
     backend: str = "auto"
     epochs: int = 2
@@ -105,6 +121,7 @@ class TrainConfig:
             _at_least(f"--{name.replace('_', '-')}", getattr(self, name), 1)
         _at_least("--node-rank", self.node_rank, 0)
         _at_least("--max-restarts", self.max_restarts, 0)
+        check_timeout(self.timeout)
         _at_least("--momentum", self.momentum, 0.0)
         _at_least("--weight-decay", self.weight_decay, 0.0)
         if not self.lr > 0:

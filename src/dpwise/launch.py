@@ -5,6 +5,7 @@ from __future__ import annotations
 import faulthandler
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import uuid
@@ -13,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from dpwise import interrupts, peers
 from dpwise.config import TrainConfig
 from dpwise.errors import DpwiseError
 from dpwise.plan import RunPlan
@@ -21,6 +23,9 @@ _USAGE_PREFIX = "DpwiseError: "
 TEARDOWN_LIMIT_S = 120.0  # a healthy teardown takes well under a second
 _WATCHDOG_DIR = "DPWISE_TEARDOWN_WATCHDOG_DIR"  # where launched workers write a stuck teardown
 _TIMEOUT_MARK = "Timeout ("  # how faulthandler's timed dump begins
+_TIMED_OUT_MARKS = ("timed out", "timing out")  # gloo's and NCCL's collective timeouts
+# How long stopped workers get to exit after SIGTERM/SIGINT before SIGKILL (torch's default: 30 s).
+SHUTDOWN_GRACE_S = 3
 
 
 class WorkerFailed(Exception):
@@ -29,6 +34,20 @@ class WorkerFailed(Exception):
     def __init__(self, rank: int, exitcode: int, message: str, details: str) -> None:
         super().__init__(f"worker rank {rank} failed (exit code {exitcode}): {message}")
         self.rank, self.exitcode, self.details = rank, exitcode, details
+
+
+class PeerStopped(WorkerFailed):
+    """A worker's process stayed stopped for --timeout seconds; dpwise killed it."""
+
+    def __init__(self, stopped: peers.Stopped, timeout: float) -> None:
+        Exception.__init__(
+            self,
+            f"worker rank {stopped.rank} (pid {stopped.pid}) hung: its process was stopped "
+            f"(SIGSTOP, Ctrl-Z, a debugger) for {stopped.seconds:.0f} s, longer than --timeout "
+            f"{timeout:g}, while the other workers waited for it; dpwise killed it and ended the "
+            "run: find what stops it, or raise --timeout if such pauses are expected",
+        )
+        self.rank, self.exitcode, self.details = stopped.rank, 1, ""
 
 
 def launch_config(plan: RunPlan) -> Any:
@@ -55,27 +74,84 @@ def launch_config(plan: RunPlan) -> Any:
 
 
 def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
-    """Run ``entrypoint(*args)`` in every worker; return {global rank: return value}."""
+    """Run ``entrypoint(*args)`` in every worker; return {global rank: return value}.
+
+    The launch has a folder of its own, removed at the end whatever happens: the agent's logs
+    and error files, torch's ``pytorch-errorfile-*`` files, the workers' pid files (for the
+    peer watch) and their teardown dumps. A signal (Ctrl-C, SIGTERM) stops the workers and
+    becomes ``Interrupted``; a worker stopped for --timeout seconds is killed and named.
+    """
+    from torch.distributed.elastic.multiprocessing import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
-    for name in ("torch.distributed.elastic", "torch.multiprocessing"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)  # dpwise reports failures itself
+    _quiet_launcher()
+    timeout = plan.config.timeout
     with (
-        tempfile.TemporaryDirectory(prefix="dpwise-watchdog-") as watch,
-        _environ(_WATCHDOG_DIR, watch),
+        _launch_folder() as folder,
+        _environ(peers.LAUNCH_DIR_ENV, str(folder)),
+        _environ(_WATCHDOG_DIR, str(folder)),
+        interrupts.handlers_kept(),
+        peers.PeerWatch(folder, timeout) as watch,  # its thread takes the signals meanwhile
+        interrupts.children_held(),  # workers start with Ctrl-C held until run_guarded
     ):
+        config = launch_config(plan)  # inside the folder: the agent's log_dir is made here
+        config.shutdown_timeout = SHUTDOWN_GRACE_S
         try:
-            return elastic_launch(launch_config(plan), entrypoint)(*args)
+            return elastic_launch(config, entrypoint)(*args)
+        except SignalException as exc:
+            raise interrupts.Interrupted(exc.sigval) from None
         except ChildFailedError as exc:
-            rank, failure = exc.get_first_failure()
-            stuck = stuck_teardown(Path(watch))
-            if stuck is not None:
-                raise WorkerFailed(*stuck) from None
-            message, details = _failure_text(failure.message)
-            if message.startswith(_USAGE_PREFIX):
-                raise DpwiseError(message[len(_USAGE_PREFIX) :]) from None
-            raise WorkerFailed(rank, failure.exitcode, message, details) from None
+            raise _failure(exc, folder, watch.stopped, timeout) from None
+
+
+def _failure(exc: Any, folder: Path, stopped: peers.Stopped | None, timeout: float) -> Exception:
+    """What the command reports when the agent says a worker failed: the root cause's rank."""
+    if stopped is not None:
+        return PeerStopped(stopped, timeout)
+    rank, failure = exc.get_first_failure()
+    stuck = stuck_teardown(folder)
+    if stuck is not None:
+        return WorkerFailed(*stuck)
+    message, details = _failure_text(failure.message)
+    if message.startswith(_USAGE_PREFIX):
+        return DpwiseError(message[len(_USAGE_PREFIX) :])
+    if any(mark in message.lower() for mark in _TIMED_OUT_MARKS):
+        message = (
+            f"it waited longer than --timeout {timeout:g} s for the other workers in a collective "
+            f"({message.strip().splitlines()[0][:160]}); another worker hung, runs far slower or "
+            "lost its connection: check the other workers (and nodes), or raise --timeout"
+        )
+    return WorkerFailed(rank, failure.exitcode, message, details)
+
+
+@contextmanager
+def _launch_folder() -> Iterator[Path]:
+    """A temporary folder for one launch, also the temporary folder of this process meanwhile.
+
+    torch's launcher puts its log folder (``torchelastic_*``) and its workers' error files
+    (``pytorch-errorfile-*.pickle``) in the temporary folder and never removes them.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="dpwise-launch-"))
+    before = tempfile.tempdir
+    tempfile.tempdir = str(folder)
+    try:
+        yield folder
+    finally:
+        tempfile.tempdir = before
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _quiet_launcher() -> None:
+    """The launcher's loggers set their own levels: dpwise reports failures and signals itself
+    (no "death signal" warnings, no "Closing process" lines)."""
+    import torch.distributed.launcher.api  # noqa: F401  (creates the agent's loggers)
+
+    for name in ("torch.distributed.elastic", "torch.multiprocessing"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(("torch.distributed.elastic", "torch.multiprocessing")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 @contextmanager
@@ -144,12 +220,17 @@ def stuck_teardown(folder: Path) -> tuple[int, int, str, str] | None:
 
 
 def run_guarded(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run a worker's function; a DpwiseError becomes one line for the parent and exit code 2.
+    """Run a launched worker's function (registered for the peer watch); end it cleanly.
 
-    The message goes to the launcher's error file (no traceback on the console), and the non-zero
-    exit makes the launcher stop the other workers instead of leaving them waiting in a collective.
+    A DpwiseError becomes one line for the parent (the launcher's error file, no traceback on
+    the console) and exit code 2; the non-zero exit makes the launcher stop the other workers
+    instead of leaving them waiting in a collective. Ctrl-C ends the worker with code 130, not
+    torch's 0. SIGTERM keeps its default (the process ends at once, even inside a collective
+    or a store wait, where no Python handler would run); the parent removes what it left.
     """
     try:
+        interrupts.release()
+        peers.register()
         return fn(*args)
     except DpwiseError as exc:
         from torch.distributed.elastic.multiprocessing.errors import get_error_handler
@@ -157,6 +238,10 @@ def run_guarded(fn: Callable[..., Any], *args: Any) -> Any:
         get_error_handler().record_exception(exc)
         sys.stderr.flush()
         os._exit(2)
+    except KeyboardInterrupt as exc:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(interrupts.exit_code(exc))
 
 
 def _failure_text(message: Any) -> tuple[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dpwise.config import LOSSES
+from dpwise.config import DEFAULT_TIMEOUT_S, LOSSES
 
 MODEL_HELP = (
     "simple | cnn | transformer | torchvision:NAME | timm:NAME | transformers:TYPE-or-Class | "
@@ -28,3 +28,16 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     w.add_argument("--data", default=None, help=DATA_HELP)
     w.add_argument("--data-arg", action="append", metavar="KEY=VALUE", help="e.g. samples=20000")
     w.add_argument("--loss", default="auto", choices=LOSSES, help=LOSS_HELP)
+
+
+TIMEOUT_HELP = (
+    "ddp: seconds a collective waits for a peer before the run fails (default "
+    f"{DEFAULT_TIMEOUT_S:.0f}: room for rank 0 to write a multi-GB checkpoint while the others "
+    "wait); a worker that stays stopped this long is killed and named"
+)
+
+
+def add_timeout_arg(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS", help=TIMEOUT_HELP
+    )

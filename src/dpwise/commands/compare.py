@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dpwise.commands.common import add_workload_args
+from dpwise.commands.common import add_timeout_arg, add_workload_args
 from dpwise.config import DEVICES, OPTIMIZERS, PRECISIONS
 
 HELP = "run single, dp and ddp side by side and check the guide's claims"
@@ -56,6 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "parameters go unused; force it when a rarely skipped block escaped the probe)",
     )
     r.add_argument("--profile-steps", type=int, default=4, help="steps under torch.profiler")
+    add_timeout_arg(r)
     o = p.add_argument_group("outputs")
     o.add_argument("--out", type=Path, default=Path("runs/compare"), help="report folder")
     o.add_argument("--quiet", action="store_true", help="no progress display")
@@ -88,15 +89,20 @@ def compare_config(args: argparse.Namespace):
         profile_steps=args.profile_steps,
         max_steps=args.max_steps,
         threads=args.threads,
+        timeout=args.timeout,
         out=args.out,
         quiet=args.quiet,
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpwise.compare.forking import start_early
+    from dpwise.compare.forking import start_early, stop_now
 
     start_early()  # the run processes' imports overlap the ones below
-    from dpwise.compare.session import run_compare
+    try:
+        from dpwise.compare.session import run_compare
 
-    return run_compare(compare_config(args), " ".join(["dpwise", *sys.argv[1:]]))
+        return run_compare(compare_config(args), " ".join(["dpwise", *sys.argv[1:]]))
+    except KeyboardInterrupt:
+        stop_now()
+        raise

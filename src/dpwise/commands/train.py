@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dpwise.commands.common import add_workload_args
+from dpwise.commands.common import add_timeout_arg, add_workload_args
 from dpwise.config import BACKENDS, DEVICES, OPTIMIZERS, PRECISIONS, RDZV_BACKENDS, STRATEGIES
 from dpwise.errors import DpwiseError
 
@@ -37,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--rdzv-backend", default="c10d", choices=RDZV_BACKENDS)
     s.add_argument("--rdzv-id", default="dpwise", help="job id shared by every node of one job")
     s.add_argument("--max-restarts", type=int, default=0, help="restarts of failed workers")
+    add_timeout_arg(s)
     s.add_argument("--threads", type=int, help="CPU threads per process (default: cores/nproc)")
     s.add_argument(
         "--find-unused-parameters",
@@ -96,6 +97,7 @@ def train_config(args: argparse.Namespace):
         rdzv_backend=args.rdzv_backend,
         rdzv_id=args.rdzv_id,
         max_restarts=args.max_restarts,
+        timeout=args.timeout,
         device=args.device,
         backend=args.backend,
         epochs=args.epochs,
@@ -152,8 +154,14 @@ def run(args: argparse.Namespace) -> int:
         outputs.check_writable(cfg.out)
     if cfg.resume is not None:
         checkpoint.load(cfg.resume, checkpoint.fingerprint(cfg.to_dict()))
-    if plan.launch:
-        launch(plan, worker_entry, cfg)
-    else:
-        run_worker(cfg)
+    created = None if cfg.out is None else outputs.first_missing(cfg.out)
+    try:
+        if plan.launch:
+            launch(plan, worker_entry, cfg)
+        else:
+            run_worker(cfg)
+    except BaseException:  # a failure, a hung peer, Ctrl-C, SIGTERM: nothing half-written
+        if cfg.out is not None:
+            outputs.discard_partial(cfg.out, created)
+        raise
     return 0

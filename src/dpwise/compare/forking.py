@@ -10,8 +10,11 @@ Spawn where there is no fork server (Windows). Torch-free: imported before torch
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.context
+import os
+import signal
 
 PRELOAD = ["torch", "torch._dynamo", "dpwise.compare.worker"]
 
@@ -29,4 +32,24 @@ def start_early() -> None:
     if context().get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        forkserver.ensure_running()
+        from dpwise.interrupts import children_held
+
+        # A Ctrl-C during its imports waits; each run process releases it (run_process).
+        with children_held():
+            forkserver.ensure_running()
+
+
+def stop_now() -> None:
+    """Kill the fork server (an interrupted compare does not wait for its imports to end).
+
+    It would stop by itself once its imports are done and it sees this process gone; its SIGINT
+    is held meanwhile, so it is killed. A no-op where there is none.
+    """
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)

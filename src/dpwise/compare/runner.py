@@ -9,11 +9,8 @@ computes at a time. The parent holds no model, no data and no profiler: its memo
 from __future__ import annotations
 
 import json
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from dpwise.compare.forking import context
@@ -21,6 +18,7 @@ from dpwise.compare.matrix import RunSpec, build_matrix
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import RunFailed, TurnHost, raise_failure
 from dpwise.compare.worker import run_process
+from dpwise.interrupts import terminate_raises
 from dpwise.plan import Hardware
 
 READY_TIMEOUT_S = 30 * 60  # start-up: import, data, process group
@@ -84,23 +82,6 @@ class RunProcesses:
                 raise RunFailed(spec.label, f"its process exited with code {proc.exitcode}")
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-@contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the comparison like Ctrl-C: the run processes are stopped, not orphaned."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def run_all(
     cfg: CompareConfig, hw: Hardware, on_event: Event
 ) -> tuple[list[RunSpec], list[dict[str, Any]]]:
@@ -109,7 +90,7 @@ def run_all(
     cfg.out.mkdir(parents=True, exist_ok=True)
     host = TurnHost()
     turn_seconds = {s.id: 0.0 for s in specs}
-    with terminate_as_interrupt(), RunProcesses(specs, cfg, host) as procs:
+    with terminate_raises(), RunProcesses(specs, cfg, host) as procs:
         on_event({"what": "start", "label": "starting the runs"})
         for spec in specs:
             host.wait(spec.id, "ready", procs.watch, READY_TIMEOUT_S)

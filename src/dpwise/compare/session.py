@@ -31,7 +31,7 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     if probe.unused:
         cfg = replace(cfg, find_unused_parameters=True)  # DDP stops without it
     outputs.check_writable(cfg.out)
-    created = _first_missing(cfg.out)
+    created = outputs.first_missing(cfg.out)
     try:
         results, html = _measure_and_report(cfg, hw, specs, probe, command, started)
     except BaseException:
@@ -60,16 +60,6 @@ def _measure_and_report(cfg, hw, specs, probe, command: str, started: float) -> 
     }
     outputs.write_json(results, cfg.out / "results.json")
     return results, written["html"]
-
-
-def _first_missing(out: Path) -> Path | None:
-    """The outermost folder of ``out`` that does not exist yet (what this run would create)."""
-    missing = None
-    for folder in (out, *out.parents):
-        if folder.exists():
-            break
-        missing = folder
-    return missing
 
 
 def _print_summary(results: dict, html, cfg: CompareConfig) -> None:

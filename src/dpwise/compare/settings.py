@@ -6,7 +6,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dpwise.config import OPTIMIZERS, PRECISIONS, STRATEGIES, TrainConfig
+from dpwise.config import (
+    DEFAULT_TIMEOUT_S,
+    OPTIMIZERS,
+    PRECISIONS,
+    STRATEGIES,
+    TrainConfig,
+    check_timeout,
+)
 from dpwise.errors import DpwiseError
 
 
@@ -41,6 +48,7 @@ class CompareConfig:
     profile_steps: int = 4
     max_steps: int | None = None  # optimizer steps per repeat, the same for every run
     threads: int | None = None  # CPU threads per process (default: cores, ÷ world size for ddp)
+    timeout: float = DEFAULT_TIMEOUT_S  # seconds a ddp collective waits for a peer
     out: Path = Path("runs/compare")
     quiet: bool = False
     find_unused_parameters: bool = False  # set when the model probe finds parameters unused
@@ -77,6 +85,7 @@ class CompareConfig:
             raise DpwiseError(
                 f"--optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}"
             )
+        check_timeout(self.timeout)
         if not self.tolerance > 0:
             raise DpwiseError(f"--tolerance must be positive, got {self.tolerance}")
 
@@ -94,6 +103,7 @@ class CompareConfig:
             epochs=self.epochs,
             max_steps=self.max_steps,
             threads=self.threads,
+            timeout=self.timeout,
             batch_size=self.batch_size,
             lr=self.lr,
             optimizer=self.optimizer,

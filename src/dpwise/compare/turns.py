@@ -30,8 +30,8 @@ WATCH_EVERY_S = 0.5  # how often it looks for a failed or dead run process
 class RunFailed(WorkerFailed):
     """A run process failed; carries its own traceback (the CLI prints it, exit code 1)."""
 
-    def __init__(self, label: str, details: str) -> None:
-        Exception.__init__(self, f"the {label} run failed")
+    def __init__(self, label: str, details: str, reason: str = "") -> None:
+        Exception.__init__(self, f"the {label} run failed" + (f": {reason}" if reason else ""))
         self.rank, self.exitcode, self.details = 0, 1, details
 
 
@@ -99,11 +99,14 @@ class TurnClient:
     def fail(self, exc: BaseException) -> None:
         """Record the first failure of this run for the parent (later ones add nothing)."""
         usage = isinstance(exc, DpwiseError)
+        worker = isinstance(exc, WorkerFailed)  # a launched worker's own error, or a hung one
+        details = exc.details if worker else traceback.format_exc()
         text = json.dumps(
             {
                 "usage": usage,
+                "worker": worker,
                 "message": str(exc),
-                "details": "" if usage else traceback.format_exc(),
+                "details": "" if usage else details,
             }
         )
         with contextlib.suppress(Exception):  # the parent is gone: nobody is left to tell
@@ -113,4 +116,6 @@ class TurnClient:
 def raise_failure(label: str, failure: dict[str, str]) -> None:
     if failure["usage"]:
         raise DpwiseError(failure["message"])
+    if failure.get("worker"):
+        raise RunFailed(label, failure["details"], failure["message"])
     raise RunFailed(label, failure["details"] or failure["message"])

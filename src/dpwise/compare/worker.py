@@ -7,7 +7,6 @@ its own and nothing it allocated stays behind in the parent.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import tempfile
 from pathlib import Path
@@ -22,6 +21,7 @@ from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import TurnClient
 from dpwise.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.interrupts import release
 from dpwise.launch import launch, run_guarded
 from dpwise.plan import Hardware, RunPlan, resolve
 from dpwise.strategies import DataParallelStrategy, DDPStrategy, SingleStrategy
@@ -35,9 +35,13 @@ def _backend(spec: RunSpec) -> str:
     return "nccl" if spec.device_type == "cuda" else "gloo"
 
 
-def _strategy(spec: RunSpec, env: DistEnv, ddp_options: dict | None = None) -> Strategy:
+def _strategy(
+    spec: RunSpec, env: DistEnv, ddp_options: dict | None = None, timeout_s: float | None = None
+) -> Strategy:
     if spec.strategy == "ddp":
-        return DDPStrategy(env, _backend(spec), spec.device_type, options=ddp_options)
+        return DDPStrategy(
+            env, _backend(spec), spec.device_type, timeout_s=timeout_s, options=ddp_options
+        )
     if spec.strategy == "dp":
         return DataParallelStrategy(spec.world_size if spec.device_type == "cuda" else 0)
     device = torch.device("cuda", 0) if spec.device_type == "cuda" else torch.device("cpu")
@@ -78,8 +82,8 @@ def run_process(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
     """The target of a run's process; a ddp × W run starts its workers through the launcher."""
     client = TurnClient(address, spec.id)
     try:
+        release()  # held since the fork server started (dpwise.compare.forking)
         if spec.launched:
-            _quiet_launcher()
             plan = resolve(cfg.train_config("ddp", spec.world_size), Hardware.detect(), DistEnv())
             launch(plan, rank_entry, spec, cfg, address)
         else:
@@ -87,16 +91,6 @@ def run_process(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
     except BaseException as exc:
         client.fail(exc)
         raise SystemExit(2 if isinstance(exc, DpwiseError) else 1) from None
-
-
-def _quiet_launcher() -> None:
-    """The launcher's loggers set their own levels; when the parent stops this run (another run
-    failed), the agent's "death signal" warning is noise: dpwise reports the failure itself."""
-    import torch.distributed.launcher.api  # noqa: F401  (creates the agent's loggers)
-
-    for name in list(logging.root.manager.loggerDict):
-        if name.startswith("torch.distributed.elastic"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def rank_entry(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
@@ -117,7 +111,7 @@ def serve(spec: RunSpec, cfg: CompareConfig, client: TurnClient) -> None:
     workload = workload_for(cfg)
     data = workload.load_data(cfg.seed)
     own_group = _local_group(spec)
-    strategy = _strategy(spec, env, cfg.ddp_options)
+    strategy = _strategy(spec, env, cfg.ddp_options, cfg.timeout)
     strategy.setup()
     try:
         client.ready()

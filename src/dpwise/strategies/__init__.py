@@ -18,7 +18,11 @@ def make_strategy(plan: RunPlan, env: DistEnv) -> Strategy:
     name = plan.config.strategy
     if name == "ddp":
         return DDPStrategy(
-            env, plan.backend or "gloo", plan.device_type, options=plan.config.ddp_options
+            env,
+            plan.backend or "gloo",
+            plan.device_type,
+            timeout_s=plan.config.timeout,
+            options=plan.config.ddp_options,
         )
     if name == "dp":
         return DataParallelStrategy(plan.dp_devices)

@@ -15,8 +15,13 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from dpwise.config import DEFAULT_TIMEOUT_S
 from dpwise.env import DistEnv
 from dpwise.strategies.ddp_guard import GuardedDDP
+
+# Workers reach init_process_group seconds apart (imports, data, a loaded machine): the first
+# meeting may wait this long even when --timeout is shorter; --timeout applies from then on.
+STARTUP_TIMEOUT_S = DEFAULT_TIMEOUT_S
 
 
 def _accepts_device_id() -> bool:
@@ -32,7 +37,7 @@ class DDPStrategy:
         backend: str,
         device_type: str,
         comm_hook: Callable[..., Any] | None = None,
-        timeout_s: float = 600.0,
+        timeout_s: float | None = None,
         options: dict[str, bool] | None = None,
     ) -> None:
         self.env = env
@@ -45,7 +50,7 @@ class DDPStrategy:
             self.device = torch.device("cpu")
         self.comm_hook = comm_hook
         self.options = {k: v for k, v in (options or {}).items() if v}  # find_unused_parameters …
-        self.timeout = timedelta(seconds=timeout_s)
+        self.timeout = timedelta(seconds=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
         self._owns_group = False
         self._wrapped: list[weakref.ref[nn.Module]] = []
 
@@ -53,11 +58,17 @@ class DDPStrategy:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)  # before any CUDA tensor or NCCL communicator
         if not dist.is_initialized():
-            kwargs: dict[str, Any] = {"backend": self.backend, "timeout": self.timeout}
+            setter = _timeout_setter()
+            startup = self.timeout
+            if setter is not None:
+                startup = max(self.timeout, timedelta(seconds=STARTUP_TIMEOUT_S))
+            kwargs: dict[str, Any] = {"backend": self.backend, "timeout": startup}
             if self.device.type == "cuda" and _accepts_device_id():
                 kwargs["device_id"] = self.device  # binds NCCL to this rank's GPU up front
             dist.init_process_group(**kwargs)
             self._owns_group = True
+            if startup != self.timeout:
+                setter(self.timeout)  # collectives wait at most --timeout from now on
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
 
     def wrap(self, model: nn.Module) -> nn.Module:
@@ -131,6 +142,12 @@ class DDPStrategy:
 
     def describe(self) -> dict[str, object]:
         return {"devices": [str(self.device)], "backend": self.backend, "notes": []}
+
+
+def _timeout_setter() -> Callable[[timedelta], None] | None:
+    """What changes the default group's timeout after init (None where torch has nothing)."""
+    public = getattr(dist, "set_timeout", None)  # newer torch; the private one warns there
+    return public or getattr(dist.distributed_c10d, "_set_pg_timeout", None)
 
 
 def _detach_reducer(model: nn.Module) -> None:

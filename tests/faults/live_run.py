@@ -1,0 +1,110 @@
+"""A dpwise command running in the background, for tests that send it real signals."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from conftest import child_env
+
+LEFT_BY_TORCH = "torchinductor_"  # torch's per-user compile cache: any torch program makes it
+
+
+class LiveRun:
+    """``python -m dpwise ARGS`` in a session of its own (so a test can signal its group), with
+    TMPDIR pointing at ``tmp`` (where its launches keep their folders, and must leave nothing)."""
+
+    def __init__(self, tmp: Path, *args: str) -> None:
+        self.tmp = tmp
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "dpwise", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env({"TMPDIR": str(tmp)}),
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self.stderr = ""
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def wait_for(self, predicate, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert self.proc.poll() is None, f"ended before {what}: {self.proc.stderr.read()}"
+            assert time.monotonic() < deadline, f"no {what} within {timeout} s"
+            time.sleep(0.1)
+
+    def wait_for_line(self, prefix: str, timeout: float = 180) -> None:
+        self.wait_for(lambda: any(x.startswith(prefix) for x in self.lines), timeout, prefix)
+
+    def worker_pids(self) -> dict[int, int]:
+        """{rank: pid} from the pid files of the command's launch folder (present while it runs)."""
+        found = {}
+        for path in self.tmp.glob("dpwise-launch-*/worker.*.pid"):
+            text = path.read_text()
+            if text:
+                found[int(path.name.split(".")[1])] = int(text)
+        return found
+
+    def finish(self, timeout: float) -> int:
+        try:
+            _, self.stderr = self.proc.communicate(timeout=timeout)
+        finally:
+            self.kill()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait()
+
+    def temp_left(self) -> list[str]:
+        return sorted(p.name for p in self.tmp.iterdir() if not p.name.startswith(LEFT_BY_TORCH))
+
+
+def alive(pid: int) -> bool:
+    """Running, sleeping or stopped; a zombie (dead, not yet reaped) is not alive."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def survivors(pids, grace: float = 10.0) -> list[int]:
+    """The pids still alive after ``grace`` seconds."""
+    deadline = time.monotonic() + grace
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below ``root`` (children, their children …), from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parents[int(entry)] = int(fh.read().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    found, grew = set(), True
+    while grew:
+        grew = False
+        for pid, ppid in parents.items():
+            if pid not in found and (ppid == root or ppid in found):
+                found.add(pid)
+                grew = True
+    return found

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from dpwise.interrupts import held
+from dpwise.interrupts import deferred
 
 
 @contextmanager
@@ -39,7 +39,7 @@ def atomic_files(*paths: Path, fsync: bool = False) -> Iterator[list[BinaryIO]]:
             if fsync:
                 os.fsync(fh.fileno())
             fh.close()
-        with held():
+        with deferred():
             for path, tmp in staged:
                 os.chmod(tmp, 0o644)
                 os.replace(tmp, path)

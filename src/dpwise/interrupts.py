@@ -74,14 +74,33 @@ def handlers_kept() -> Iterator[None]:
 
 
 @contextmanager
+def deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM that arrive within the block act right after it (renames that belong
+    together). Python runs signal handlers in the main thread whichever thread received the
+    signal, so the handlers are swapped, not the mask; elsewhere no handler can interrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, _: caught.append(signum)) for s in _HELD}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if caught:
+            signal.raise_signal(caught[0])  # now, to the real handler (or the default action)
+
+
+@contextmanager
 def held() -> Iterator[None]:
     """Hold SIGINT and SIGTERM back in this thread, and in every process it starts meanwhile.
 
     A signal mask survives fork and exec: a worker started here begins with both held, so a
     Ctrl-C that lands while it imports torch waits for it to be ready (``release``) instead of
     printing a traceback from the middle of an import. Process-wide signals still reach the
-    command through its other threads; Python runs the handlers in the main thread as ever.
-    Also used around renames that belong together.
+    command through its other threads (dpwise's launcher keeps one for that: the peer
+    watch); Python runs the handlers in the main thread as ever.
     """
     mask = getattr(signal, "pthread_sigmask", None)
     if mask is None:

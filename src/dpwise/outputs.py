@@ -61,5 +61,9 @@ def discard_partial(out: Path, created: Path | None) -> None:
     and a folder this run created and left empty is removed."""
     if out.is_dir():
         remove_leftovers(out, RUN_FILES)
-    if created is not None and created.is_dir() and not any(created.rglob("*")):
+    if created is not None and created.is_dir() and not any(_files(created)):
         shutil.rmtree(created, ignore_errors=True)
+
+
+def _files(folder: Path):
+    return (p for p in folder.rglob("*") if not p.is_dir())

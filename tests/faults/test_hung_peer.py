@@ -25,6 +25,14 @@ def test_a_timeout_out_of_range_is_refused_in_one_line(value):
         TrainConfig(strategy="ddp", timeout=value)
 
 
+def test_compare_passes_its_timeout_to_every_run_and_refuses_a_bad_one():
+    from dpwise.compare.settings import CompareConfig
+
+    assert CompareConfig(timeout=7).train_config("ddp", 2).timeout == 7
+    with pytest.raises(DpwiseError, match="--timeout must be"):
+        CompareConfig(timeout=0)
+
+
 def test_the_cli_refuses_a_bad_timeout_with_exit_2_and_one_line():
     proc = run_cli("train", "--strategy", "ddp", "--timeout", "abc")
     assert proc.returncode == 2

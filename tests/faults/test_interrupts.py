@@ -10,7 +10,8 @@ import time
 import pytest
 from live_run import LiveRun, descendants, survivors
 
-pytestmark = pytest.mark.slow
+from dpwise import interrupts, outputs
+from dpwise.atomic import atomic_files
 
 SMALL = ["--data", "hangpkg:data", "--batch-size", "8", "--model", "userpkg:tiny_model"]
 LONG = ["--epochs", "100000"]
@@ -23,6 +24,69 @@ def _send(run: LiveRun, signum: int, group: bool) -> None:
         os.kill(run.proc.pid, signum)  # what a scheduler or `kill PID` does
 
 
+def test_exit_codes_and_lines_follow_the_signal():
+    assert interrupts.exit_code(KeyboardInterrupt()) == 130  # Ctrl-C
+    assert interrupts.exit_code(interrupts.Interrupted(signal.SIGTERM)) == 143
+    assert interrupts.describe(KeyboardInterrupt()) == "interrupted"
+    assert interrupts.describe(interrupts.Interrupted(signal.SIGTERM)) == "interrupted by SIGTERM"
+
+
+def test_a_signal_during_renames_that_belong_together_acts_after_them():
+    with interrupts.terminate_raises():
+        reached = False
+        with pytest.raises(interrupts.Interrupted) as caught, interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            reached = True  # not interrupted inside the block
+        assert reached and caught.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # put back afterwards
+
+
+def test_workers_start_with_ctrl_c_held_even_through_multiprocessing_spawn(userpkg):
+    """multiprocessing's resource tracker unblocks SIGINT as it starts: held must survive it."""
+    import multiprocessing
+
+    import hangpkg
+
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    with interrupts.children_held():
+        proc = ctx.Process(target=hangpkg.report_blocked_signals, args=(queue,))
+        proc.start()
+    proc.join(120)
+    assert {int(signal.SIGINT), int(signal.SIGTERM)} <= set(queue.get())
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # put back here
+
+
+def test_files_that_belong_together_are_all_replaced_or_none(tmp_path):
+    a, b = tmp_path / "final.pt", tmp_path / "metrics.json"
+    a.write_text("old a")
+    with pytest.raises(KeyboardInterrupt), atomic_files(a, b) as (fa, fb):
+        fa.write(b"new a")
+        raise KeyboardInterrupt  # between the two writes
+    assert a.read_text() == "old a" and not b.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["final.pt"]  # no temporary file
+    with atomic_files(a, b) as (fa, fb):
+        fa.write(b"new a")
+        fb.write(b"new b")
+    assert (a.read_text(), b.read_text()) == ("new a", "new b")
+
+
+def test_an_unfinished_run_leaves_no_temporary_file_and_no_empty_folder(tmp_path):
+    out = tmp_path / "new" / "out"
+    created = outputs.first_missing(out)
+    out.mkdir(parents=True)
+    (out / ".final.pt.k3j2h1.tmp").write_bytes(b"half")  # a writer killed mid-write
+    outputs.discard_partial(out, created)
+    assert not (tmp_path / "new").exists()
+    out.mkdir(parents=True)
+    (out / "checkpoint.pt").write_bytes(b"complete")  # what --resume continues from: kept
+    (out / ".checkpoint.pt.a1b2c3.tmp").write_bytes(b"half")
+    outputs.discard_partial(out, created)
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt"]
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("signum", "group", "code", "line"),
     [
@@ -48,6 +112,7 @@ def test_a_ddp_train_stops_cleanly_while_its_workers_train(tmp_path, signum, gro
     assert run.temp_left() == []  # the launch's folder is gone too
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_while_the_workers_start_prints_one_line_and_no_traceback(tmp_path):
     run = LiveRun(tmp_path / "tmp", "train", "--strategy", "ddp", "--nproc", "2", *SMALL, *LONG)
     try:
@@ -61,6 +126,7 @@ def test_a_ctrl_c_while_the_workers_start_prints_one_line_and_no_traceback(tmp_p
     assert survivors(pids.values()) == []
 
 
+@pytest.mark.slow
 def test_sigterm_stops_a_single_process_train_like_ctrl_c(tmp_path):
     out = tmp_path / "out"
     run = LiveRun(tmp_path / "tmp", "train", *SMALL, *LONG, "--out", str(out))
@@ -74,6 +140,7 @@ def test_sigterm_stops_a_single_process_train_like_ctrl_c(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_a_compare_while_its_ddp_workers_run(tmp_path):
     out = tmp_path / "out"
     run = LiveRun(tmp_path / "tmp", "compare", *SMALL, "--epochs", "2", "--repeats", "10000",

@@ -43,9 +43,9 @@ class PeerStopped(WorkerFailed):
         Exception.__init__(
             self,
             f"worker rank {stopped.rank} (pid {stopped.pid}) hung: its process was stopped "
-            f"(SIGSTOP, Ctrl-Z, a debugger) for {stopped.seconds:.0f} s, longer than --timeout "
-            f"{timeout:g}, while the other workers waited for it; dpwise killed it and ended the "
-            "run: find what stops it, or raise --timeout if such pauses are expected",
+            f"(SIGSTOP, Ctrl-Z, a debugger) for {stopped.seconds:.0f} s while the other workers "
+            f"waited for it (--timeout {timeout:g}); dpwise killed it and ended the run: find "
+            "what stops it, or raise --timeout if such pauses are expected",
         )
         self.rank, self.exitcode, self.details = stopped.rank, 1, ""
 
@@ -102,7 +102,7 @@ def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
         except SignalException as exc:
             raise interrupts.Interrupted(exc.sigval) from None
         except ChildFailedError as exc:
-            raise _failure(exc, folder, watch.stopped, timeout) from None
+            raise _failure(exc, folder, watch.suspect(), timeout) from None
 
 
 def _failure(exc: Any, folder: Path, stopped: peers.Stopped | None, timeout: float) -> Exception:

@@ -67,8 +67,9 @@ class PeerWatch:
 
     def __init__(self, folder: Path, limit_s: float, poll_s: float = POLL_S) -> None:
         self.folder, self.limit_s, self.poll_s = folder, limit_s, poll_s
-        self.stopped: Stopped | None = None
-        self._since: dict[int, float] = {}  # pid → when it was first seen stopped
+        self.stopped: Stopped | None = None  # the worker this watch killed
+        self._since: dict[int, tuple[int, float]] = {}  # pid → (rank, first seen stopped)
+        self._lock = threading.Lock()
         self._last = time.monotonic()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dpwise-peer-watch", daemon=True)
@@ -87,18 +88,31 @@ class PeerWatch:
             self.check(time.monotonic())
 
     def check(self, now: float) -> None:
-        if now - self._last > _GAP * self.poll_s:
-            self._since.clear()  # this process itself was stopped: nobody was watched meanwhile
-        self._last = now
-        for rank, pid in sorted(registered(self.folder).items()):
-            if child_state(pid) not in _STOPPED_STATES:
-                self._since.pop(pid, None)
-                continue
-            since = self._since.setdefault(pid, now)
-            if now - since >= self.limit_s:
-                if self.stopped is None:
-                    self.stopped = Stopped(rank, pid, now - since)
-                _kill(pid)
+        with self._lock:
+            if now - self._last > _GAP * self.poll_s:
+                self._since.clear()  # this process itself was stopped: nobody watched meanwhile
+            self._last = now
+            for rank, pid in sorted(registered(self.folder).items()):
+                state = child_state(pid)
+                if state is None:
+                    continue  # gone: if it was stopped, it stays a suspect
+                if state not in _STOPPED_STATES:
+                    self._since.pop(pid, None)
+                    continue
+                since = self._since.setdefault(pid, (rank, now))[1]
+                if now - since >= self.limit_s:
+                    if self.stopped is None:
+                        self.stopped = Stopped(rank, pid, now - since)
+                    _kill(pid)
+
+    def suspect(self) -> Stopped | None:
+        """The worker to blame when the run failed: the one this watch killed, else the one that
+        was stopped first and never ran again (the others' collectives may time out first)."""
+        with self._lock:
+            if self.stopped is not None or not self._since:
+                return self.stopped
+            pid, (rank, since) = min(self._since.items(), key=lambda item: item[1][1])
+            return Stopped(rank, pid, self._last - since)
 
     def kill_all(self) -> None:
         for pid in registered(self.folder).values():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import subprocess
 import time
@@ -94,6 +95,30 @@ def test_stops_that_end_do_not_add_up_to_a_hang(tmp_path):
         worker.wait()
 
 
+def test_a_stopped_worker_killed_by_the_launcher_first_is_still_the_one_named(tmp_path):
+    """The others' collectives may time out just before the watch's limit; the launcher then
+    stops every worker itself: the stopped one remains the suspect, not the rank that failed."""
+    stopped, running = _sleeper(), _sleeper()
+    try:
+        (tmp_path / "worker.1.pid").write_text(str(stopped.pid))
+        (tmp_path / "worker.0.pid").write_text(str(running.pid))
+        watch = peers.PeerWatch(tmp_path, limit_s=60.0)
+        assert watch.suspect() is None
+        start = time.monotonic()
+        _signal(stopped.pid, signal.SIGSTOP, "T")
+        watch.check(start)
+        stopped.kill()
+        stopped.wait()  # reaped: gone from /proc
+        watch.check(start + 2.0)
+        suspect = watch.suspect()
+        assert suspect is not None and (suspect.rank, suspect.pid) == (1, stopped.pid)
+        assert watch.stopped is None  # the watch itself killed nobody
+    finally:
+        for proc in (stopped, running):
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.slow
 def test_a_stopped_worker_ends_the_run_within_the_timeout_naming_its_rank(tmp_path):
     out = tmp_path / "out"
@@ -133,3 +158,31 @@ def test_a_busy_peer_is_reported_by_the_collective_timeout(tmp_path):
     assert "--timeout 3 s for the other workers in a collective" in last
     assert elapsed < 120  # the default timeout (300 s) did not apply
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("torchinductor_")] == []
+
+
+@pytest.mark.slow
+def test_a_stopped_worker_of_a_compare_is_named_in_one_line(tmp_path):
+    out = tmp_path / "out"
+    run = LiveRun(tmp_path / "tmp", "compare", *SMALL, "--epochs", "2", "--repeats", "10000",
+                  "--quiet", "--timeout", "5", "--out", str(out))  # fmt: skip
+    try:
+        run.wait_for(lambda: len(run.worker_pids()) == 2, 240, "the ddp × 2 run's workers")
+        time.sleep(2)  # the workers take their turns
+        pids = run.worker_pids()
+        os.kill(pids[1], signal.SIGSTOP)
+        code = run.finish(timeout=120)
+    finally:
+        run.kill()
+    assert code == 1
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert re.fullmatch(
+        rf"dpwise: the ddp × 2 run failed: worker rank 1 \(pid {pids[1]}\) hung: its process was "
+        r"stopped \(SIGSTOP, Ctrl-Z, a debugger\) for \d+ s while the other workers waited for "
+        r"it \(--timeout 5\); dpwise killed it and ended the run: find what stops it, or raise "
+        r"--timeout if such pauses are expected",
+        lines[0],
+    )
+    assert survivors(pids.values()) == []
+    assert not out.exists()
+    assert run.temp_left() == []

@@ -94,14 +94,14 @@ def run_process(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
 
 
 def rank_entry(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
-    """What each launched worker of a ddp × W run executes."""
+    """What each launched worker of a ddp × W run executes.
+
+    A worker's failure reaches the parent through its launcher (run_process), which knows the
+    root cause: the first rank that failed, or a stopped peer the others timed out waiting for.
+    """
     env = DistEnv.from_environ()
     client = TurnClient(address, spec.id, is_main=env.rank == 0)
-    try:
-        run_guarded(serve, spec, cfg, client)
-    except BaseException as exc:
-        client.fail(exc)
-        raise
+    run_guarded(serve, spec, cfg, client)
 
 
 def serve(spec: RunSpec, cfg: CompareConfig, client: TurnClient) -> None:

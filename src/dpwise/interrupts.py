@@ -40,21 +40,36 @@ def describe(exc: KeyboardInterrupt) -> str:
     )
 
 
+_received: list[int] = []  # signals raised as exceptions within ``terminate_raises``
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
     raise Interrupted(signum)
 
 
 @contextmanager
 def terminate_raises() -> Iterator[None]:
-    """Within the block SIGTERM raises Interrupted in the main thread (as Ctrl-C does)."""
+    """Within the block SIGTERM raises Interrupted in the main thread, as Ctrl-C does, and both
+    are remembered for ``check``."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _raise)
+    previous = {s: signal.signal(s, _raise) for s in _HELD}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _received.clear()
+
+
+def check() -> None:
+    """Raise again a signal whose exception got lost: C code that clears any pending error (an
+    import calling ``hasattr`` from C, say) can swallow the KeyboardInterrupt of a Ctrl-C that
+    lands while it runs. Called where a command is about to start more processes or wait."""
+    if _received:
+        raise Interrupted(_received[0])
 
 
 @contextmanager

@@ -85,6 +85,7 @@ def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
+    interrupts.check()
     _quiet_launcher()
     timeout = plan.config.timeout
     with (

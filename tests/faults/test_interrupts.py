@@ -31,6 +31,19 @@ def test_exit_codes_and_lines_follow_the_signal():
     assert interrupts.describe(interrupts.Interrupted(signal.SIGTERM)) == "interrupted by SIGTERM"
 
 
+def test_a_ctrl_c_whose_exception_was_swallowed_is_raised_again_by_check():
+    with interrupts.terminate_raises():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            pass  # what C code that clears any pending error does to it
+        with pytest.raises(interrupts.Interrupted) as caught:
+            interrupts.check()
+        assert interrupts.exit_code(caught.value) == 130
+    interrupts.check()  # forgotten once the command is over
+
+
 def test_a_signal_during_renames_that_belong_together_acts_after_them():
     with interrupts.terminate_raises():
         reached = False

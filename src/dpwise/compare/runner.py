@@ -18,6 +18,7 @@ from dpwise.compare.matrix import RunSpec, build_matrix
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import RunFailed, TurnHost, raise_failure
 from dpwise.compare.worker import run_process
+from dpwise.interrupts import check as check_interrupted
 from dpwise.interrupts import terminate_raises
 from dpwise.plan import Hardware
 
@@ -68,6 +69,7 @@ class RunProcesses:
 
     def watch(self) -> None:
         """Raise the first failure any run reported, or name a run whose process died."""
+        check_interrupted()
         for spec in self.specs:
             failure = self.host.failure(spec.id)
             if failure is not None:
@@ -90,6 +92,7 @@ def run_all(
     cfg.out.mkdir(parents=True, exist_ok=True)
     host = TurnHost()
     turn_seconds = {s.id: 0.0 for s in specs}
+    check_interrupted()
     with terminate_raises(), RunProcesses(specs, cfg, host) as procs:
         on_event({"what": "start", "label": "starting the runs"})
         for spec in specs:

@@ -141,7 +141,9 @@ def _probe(spec, cfg, plan, strategy, workload, data, repeats, threads, final) -
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path("traces") / f"{spec.id}.rank0.json"
         where = cfg.out / trace if strategy.is_main else Path(tmp) / "trace.json"
-        probe = profiled_probe(spec, plan, strategy, workload, data, where, cfg.profile_steps)
+        probe = profiled_probe(
+            spec, plan, strategy, workload, data, where, cfg.profile_steps, last_work=True
+        )
     mine = {
         "live": probe.get("live_tensor_bytes"),
         "rss": timing["peak_rss_bytes"],

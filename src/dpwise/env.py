@@ -34,7 +34,12 @@ class DistEnv:
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> DistEnv:
         env = os.environ if environ is None else environ
-        under = "TORCHELASTIC_RUN_ID" in env or ("LOCAL_RANK" in env and "WORLD_SIZE" in env)
+        # A launcher's worker always has its rank; TORCHELASTIC_RUN_ID alone is a leftover (a
+        # shell that once ran under torchrun, a copied environment): ignored, not a worker.
+        ranked = "RANK" in env or "LOCAL_RANK" in env
+        under = ("TORCHELASTIC_RUN_ID" in env and ranked) or (
+            "LOCAL_RANK" in env and "WORLD_SIZE" in env
+        )
         if not under:
             return cls()
         values = {}

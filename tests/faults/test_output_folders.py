@@ -62,6 +62,8 @@ def test_train_refuses_another_runs_checkpoint_unless_told(tmp_path: Path) -> No
     assert overwritten.returncode == 0, overwritten.stderr
     assert sorted(_files(out)) == ["final.pt", "metrics.json"]  # no checkpoint of another run
     assert "--overwrite" in run_cli("train", "--help").stdout
+    both = run_cli(*TRAIN, "--resume", "--overwrite", "--out", str(out))
+    _one_line_error(both, "--resume", "--overwrite")
 
 
 @pytest.mark.slow

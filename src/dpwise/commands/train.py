@@ -147,14 +147,16 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.runner import run_worker, worker_entry
     from dpwise.workload import workload_for
 
+    if args.overwrite and args.resume is not None:
+        raise DpwiseError("--resume continues the run in --out, --overwrite replaces it: give one")
     cfg = train_config(args)
-    plan = resolve(cfg, Hardware.detect(), DistEnv.from_environ())
+    env = DistEnv.from_environ()
+    plan = resolve(cfg, Hardware.detect(), env)
     workload = workload_for(cfg).validate()
     if not cfg.quiet and workload.data_factory is None:
         print(f"data: {workload.data_description()}", flush=True)
     if cfg.static_graph:
         check_static_graph(workload, cfg.seed)
-    env = DistEnv.from_environ()
     if cfg.out is not None:
         outputs.check_writable(cfg.out)
         if env.restart_count == 0:  # a worker group restarted by torchrun continues its own run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -9,12 +10,29 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from dpwise.errors import DpwiseError
+
+# A full file system, an exhausted quota, a file-size limit (ulimit -f): said in one line.
+_FREE = "free space there or write elsewhere (--out)"
+_NO_ROOM = {
+    errno.ENOSPC: ("no space left on device", _FREE),
+    errno.EFBIG: ("file too large for this process's file-size limit", "raise it (ulimit -f)"),
+}
+if hasattr(errno, "EDQUOT"):
+    _NO_ROOM[errno.EDQUOT] = ("disk quota exceeded", _FREE)
+
 
 @contextmanager
 def atomic_file(path: Path, fsync: bool = False) -> Iterator[BinaryIO]:
     """Yield a temporary file beside ``path``; it replaces ``path`` only if the block succeeds."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        full = no_room(exc, path)
+        if full is None:
+            raise
+        raise full from None
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
@@ -23,9 +41,27 @@ def atomic_file(path: Path, fsync: bool = False) -> Iterator[BinaryIO]:
                 os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        full = no_room(exc, path)
+        if full is not None:
+            raise full from None
         raise
+
+
+def no_room(exc: BaseException, path: Path) -> DpwiseError | None:
+    """One line for a write that failed for want of room, found anywhere in the exception's chain
+    (torch.save reports it as `RuntimeError: [enforce fail ...] unexpected pos`, caused by the
+    file object's OSError)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno in _NO_ROOM:
+            what, fix = _NO_ROOM[cause.errno]
+            return DpwiseError(f"{what} while writing {path} (nothing was replaced); {fix}")
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +49,13 @@ def load(path: Path, expected: dict[str, Any]) -> dict[str, Any]:
     if not path.is_file():
         raise DpwiseError(f"--resume {path}: no such checkpoint file")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns (several lines) about foreign pickles
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated zip, foreign pickle, disallowed globals, ...
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DpwiseError(
             f"--resume {path}: not a readable checkpoint (truncated or not a dpwise file): "
-            f"{reason[:160]}"
+            f"{refusal(exc)}"
         ) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise DpwiseError(f"--resume {path}: not a dpwise checkpoint (no '{FORMAT}' marker)")
@@ -72,3 +75,19 @@ def load(path: Path, expected: dict[str, Any]) -> dict[str, Any]:
             f"({'; '.join(diffs)}); resume with the original ones"
         )
     return state
+
+
+def refusal(exc: BaseException) -> str:
+    """Why torch.load refused a file, in one short line: the weights-only unpickler's own
+    reason where it gave one (e.g. `Unsupported global: GLOBAL builtins.print ...`), else the
+    first line, without torch's terminal escape codes."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+    _, found, after = text.partition("WeightsUnpickler error:")
+    if found and after.strip():
+        return "refused by the weights-only loader: " + _sentence(after)
+    return _sentence(text) or type(exc).__name__
+
+
+def _sentence(text: str) -> str:
+    first = (text.strip().splitlines() or [""])[0]
+    return first.split(". ")[0].rstrip(".")[:160]

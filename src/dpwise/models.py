@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from dpwise.errors import DpwiseError
+
 
 class SimpleModel(nn.Module):
     """The guide's model: Linear(1000→512), ReLU, Linear(512→10)."""
@@ -78,10 +80,21 @@ def _labels(gen: torch.Generator, samples: int, classes: int) -> torch.Tensor:
     return torch.randint(0, classes, (samples,), generator=gen)
 
 
+def _sizes(**values: object) -> None:
+    """The built-in data sets' sizes are positive integers: say which --data-arg is not."""
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise DpwiseError(
+                f"--data-arg {name} must be a positive integer, got {value!r}; "
+                f"write e.g. --data-arg {name}=1000"
+            )
+
+
 def simple_data(
     seed: int, samples: int = 10_000, in_features: int = 1000, classes: int = 10, **_: object
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The guide's data set: samples × in_features standard-normal inputs, uniform labels."""
+    _sizes(samples=samples, in_features=in_features, classes=classes)
     gen = torch.Generator().manual_seed(seed)
     return torch.randn(samples, in_features, generator=gen), _labels(gen, samples, classes)
 
@@ -89,6 +102,7 @@ def simple_data(
 def image_data(
     seed: int, samples: int = 2048, classes: int = 10, image_size: int = 32, **_: object
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    _sizes(samples=samples, classes=classes, image_size=image_size)
     gen = torch.Generator().manual_seed(seed)
     images = torch.randn(samples, 3, image_size, image_size, generator=gen)
     return images, _labels(gen, samples, classes)
@@ -102,6 +116,7 @@ def token_data(
     classes: int = 10,
     **_: object,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    _sizes(samples=samples, vocab=vocab, seq_len=seq_len, classes=classes)
     gen = torch.Generator().manual_seed(seed)
     tokens = torch.randint(0, vocab, (samples, seq_len), generator=gen)
     return tokens, _labels(gen, samples, classes)

@@ -13,6 +13,8 @@ from dpwise.atomic import atomic_write_text
 from dpwise.checkpoint import atomic_torch_save
 from dpwise.errors import DpwiseError
 
+CHECKPOINT = "checkpoint.pt"
+
 
 def check_writable(out: Path) -> None:
     """Fail before any work if ``out`` cannot be created or written; create nothing."""
@@ -29,6 +31,22 @@ def check_writable(out: Path) -> None:
         raise DpwiseError(
             f"--out {out}: cannot write in {probe} ({exc.strerror}); choose a folder you can write"
         ) from None
+
+
+def check_checkpoint(out: Path, resuming: bool, overwrite: bool) -> None:
+    """Refuse to start over another run's checkpoint.pt unless resuming or told to overwrite."""
+    if resuming or overwrite or not (out / CHECKPOINT).exists():
+        return
+    raise DpwiseError(
+        f"--out {out} holds another run's {CHECKPOINT}; continue that run with --resume, "
+        "start afresh with --overwrite, or choose another --out"
+    )
+
+
+def remove_checkpoint(out: Path | None) -> None:
+    """--overwrite: the other run's checkpoint goes when this run starts."""
+    if out is not None:
+        (out / CHECKPOINT).unlink(missing_ok=True)
 
 
 def write_json(obj: Any, path: Path) -> None:

@@ -55,9 +55,13 @@ def load_factory(spec: str, flag: str) -> Callable[..., Any]:
         )
     try:
         module = importlib.import_module(module_name)
+    except SystemExit as exc:
+        raise DpwiseError(
+            f"{flag} {spec}: importing {module_name} called sys.exit({exc.code!r})"
+        ) from None
     except Exception as exc:  # an import can fail in any way
         raise DpwiseError(
-            f"{flag} {spec}: cannot import {module_name} ({type(exc).__name__}: {exc})"
+            f"{flag} {spec}: cannot import {module_name} ({type(exc).__name__}: {one_line(exc)})"
         ) from None
     target: Any = module
     for part in attr.split("."):
@@ -74,10 +78,21 @@ def _call(factory: Callable[..., Any], spec: str, flag: str, kwargs: dict[str, A
         return factory(**kwargs)
     except DpwiseError:
         raise  # already one line that names the spec
+    except SystemExit as exc:  # exit code 3 and no word would leave the user guessing
+        raise DpwiseError(
+            f"{flag} {spec}: the factory called sys.exit({exc.code!r}) instead of returning"
+        ) from None
     except Exception as exc:  # a user's factory can fail in any way
         raise DpwiseError(
-            f"{flag} {spec}: the factory raised {type(exc).__name__}: {exc}"
+            f"{flag} {spec}: the factory raised {type(exc).__name__}: {one_line(exc)}"
         ) from None
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an exception's message (torch's can run to dozens of lines)."""
+    lines = str(exc).strip().splitlines() or [""]
+    text = lines[0] if len(lines) == 1 else f"{lines[0].rstrip()} …"
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
 def _accepts(factory: Callable[..., Any], name: str) -> bool:

@@ -69,6 +69,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="continue from a checkpoint (default: OUT/checkpoint.pt)",
     )
+    o.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh in an --out that holds another run's checkpoint.pt (deleted when this "
+        "run starts); without it, or --resume, such an --out is refused",
+    )
     o.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 
@@ -141,8 +147,11 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.runner import run_worker, worker_entry
     from dpwise.workload import workload_for
 
+    if args.overwrite and args.resume is not None:
+        raise DpwiseError("--resume continues the run in --out, --overwrite replaces it: give one")
     cfg = train_config(args)
-    plan = resolve(cfg, Hardware.detect(), DistEnv.from_environ())
+    env = DistEnv.from_environ()
+    plan = resolve(cfg, Hardware.detect(), env)
     workload = workload_for(cfg).validate()
     if not cfg.quiet and workload.data_factory is None:
         print(f"data: {workload.data_description()}", flush=True)
@@ -150,10 +159,27 @@ def run(args: argparse.Namespace) -> int:
         check_static_graph(workload, cfg.seed)
     if cfg.out is not None:
         outputs.check_writable(cfg.out)
+        if env.restart_count == 0:  # a worker group restarted by torchrun continues its own run
+            outputs.check_checkpoint(cfg.out, cfg.resume is not None, args.overwrite)
     if cfg.resume is not None:
         checkpoint.load(cfg.resume, checkpoint.fingerprint(cfg.to_dict()))
-    if plan.launch:
-        launch(plan, worker_entry, cfg)
-    else:
-        run_worker(cfg)
+    with _out_lock(cfg.out, env, cfg.nnodes):
+        if args.overwrite and env.restart_count == 0:
+            outputs.remove_checkpoint(cfg.out)
+        if plan.launch:
+            launch(plan, worker_entry, cfg)
+        else:
+            run_worker(cfg)
     return 0
+
+
+def _out_lock(out: Path | None, env, nnodes: int):
+    """The lock on --out, held for the run's life by this process, or by rank 0 of an outer
+    launcher's workers (rank 0 writes the files). Not on multi-node runs that dpwise launches:
+    every node's command shares the --out, and which node holds rank 0 is decided later."""
+    from contextlib import nullcontext
+
+    from dpwise.outlock import locked
+
+    skip = out is None or env.rank != 0 or (nnodes > 1 and not env.under_launcher)
+    return nullcontext() if skip else locked(out)

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 
 from dpwise.errors import DpwiseError
 
-_INT_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+_INT_VARS = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "TORCHELASTIC_RESTART_COUNT",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,6 +28,8 @@ class DistEnv:
     run_id: str | None = None
     under_launcher: bool = False
     """True inside a worker started by torchrun / torch.distributed's elastic launcher."""
+    restart_count: int = 0
+    """How many times the launcher restarted this worker group (0: the first attempt)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> DistEnv:
@@ -48,6 +57,7 @@ class DistEnv:
             node_rank=values.get("GROUP_RANK", 0),
             run_id=env.get("TORCHELASTIC_RUN_ID"),
             under_launcher=True,
+            restart_count=values.get("TORCHELASTIC_RESTART_COUNT", 0),
         )
 
     @property

@@ -133,8 +133,25 @@ def check_static_graph(workload, seed: int) -> None:
         )
 
 
+def check_resume(cfg, workload) -> None:
+    """Refuse a checkpoint that cannot continue this run before any worker starts."""
+    import torch
+
+    from dpwise import checkpoint
+
+    label = f"--resume {cfg.resume}"
+    state = checkpoint.load(cfg.resume, checkpoint.fingerprint(cfg.to_dict()), label)
+    try:
+        with torch.device("meta"):  # shapes only: no memory, no initialisation
+            model = workload.build_model()
+    except Exception:  # a factory that cannot build on "meta": every worker checks it instead
+        return
+    checkpoint.check_model(state, label, model)
+
+
 def run(args: argparse.Namespace) -> int:
-    from dpwise import checkpoint, outputs
+    from dpwise import outputs
+    from dpwise.atomic import remove_stale_temporaries
     from dpwise.env import DistEnv
     from dpwise.launch import launch
     from dpwise.plan import Hardware, resolve
@@ -150,8 +167,9 @@ def run(args: argparse.Namespace) -> int:
         check_static_graph(workload, cfg.seed)
     if cfg.out is not None:
         outputs.check_writable(cfg.out)
+        remove_stale_temporaries(cfg.out)  # of a write a kill interrupted
     if cfg.resume is not None:
-        checkpoint.load(cfg.resume, checkpoint.fingerprint(cfg.to_dict()))
+        check_resume(cfg, workload)
     if plan.launch:
         launch(plan, worker_entry, cfg)
     else:

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,54 @@ def test_a_killed_worker_is_restarted_and_the_run_resumes_to_the_same_parameters
         assert metrics["losses"] == pytest.approx(losses, abs=1e-6)
         assert [e["steps"] for e in metrics["epochs"]] == [39, 39]
         assert not list(out.glob(".*.tmp"))  # a write the kill interrupted left nothing
+
+
+@pytest.mark.parametrize(("restarts", "fresh"), [(1, "1"), (0, None)])
+def test_restartable_launches_give_each_attempt_its_own_store(monkeypatch, restarts, fresh):
+    """The shared agent store kept a dead attempt's keys (pytorch#135712): opt out of it."""
+    from torch.distributed import launcher
+
+    from dpwise.config import TrainConfig
+    from dpwise.env import DistEnv
+    from dpwise.launch import launch
+    from dpwise.plan import Hardware, resolve
+
+    seen = []
+    monkeypatch.delenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", raising=False)
+    monkeypatch.setattr(
+        launcher.api,
+        "elastic_launch",
+        lambda cfg, fn: (
+            lambda *a: seen.append(os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE"))
+        ),
+    )
+    cfg = TrainConfig(strategy="ddp", nproc=2, max_restarts=restarts)
+    launch(resolve(cfg, Hardware.detect(), DistEnv()), print)
+    assert seen == [fresh] and "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in os.environ
+
+
+def test_static_rendezvous_refuses_restarts():
+    from dpwise.config import TrainConfig
+    from dpwise.errors import DpwiseError
+
+    with pytest.raises(DpwiseError, match="--max-restarts 1 needs --rdzv-backend c10d"):
+        TrainConfig(strategy="ddp", rdzv_backend="static", max_restarts=1, rdzv_endpoint="h:1")
+
+
+def test_a_restart_without_a_checkpoint_of_this_launch_starts_again(tmp_path, userpkg):
+    """A checkpoint another launch left in --out is not this run's: step 0 (or --resume's)."""
+    from dpwise.config import TrainConfig
+    from dpwise.env import DistEnv
+    from dpwise.restart import attempt_for
+    from helpers_train import train_here
+
+    tiny = {"model": "userpkg:tiny_model", "data": "userpkg:tiny_data", "batch_size": 8}
+    train_here(tmp_path, epochs=1, checkpoint_every=4, **tiny)  # run id None: another launch
+    cfg = TrainConfig(out=tmp_path, epochs=2, checkpoint_every=4, **tiny)
+    env = DistEnv(run_id="this-launch", restart_count=1, under_launcher=True)
+    first = attempt_for(cfg, env)
+    assert first.state is None and first.notice == (
+        "restart 1: no checkpoint yet; starting again from step 0"
+    )
+    resumed = attempt_for(replace(cfg, resume=tmp_path / "checkpoint.pt"), env)
+    assert resumed.notice == "restart 1: resuming from step 8 of checkpoint.pt"

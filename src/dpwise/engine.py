@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise import batches, checkpoint
+from dpwise import batches, loop_state
 from dpwise.data import BatchSource, epoch_permutation, micro_batch_rows
 from dpwise.errors import DpwiseError
 from dpwise.measure import memory
@@ -132,7 +132,7 @@ class Loop:
         )
         self.epoch, self.step_in_epoch = 0, 0
         self.run_id: str | None = None  # the launch that writes this run's checkpoints
-        self._carry: tuple[list[float], float] = ([], 0.0)  # this epoch's steps before a resume
+        self.carry: tuple[list[float], float] = ([], 0.0)  # this epoch's steps before a resume
 
     # -- one optimizer step -------------------------------------------------------------------
     def step(self, perm: torch.Tensor, step: int) -> torch.Tensor:
@@ -176,8 +176,8 @@ class Loop:
         self._finish_epoch(seconds, step_losses)
 
     def _finish_epoch(self, seconds: float, step_losses: list[float]) -> None:
-        carried, carried_seconds = self._carry  # the part of this epoch before a resume
-        self._carry = ([], 0.0)
+        carried, carried_seconds = self.carry  # the part of this epoch before a resume
+        self.carry = ([], 0.0)
         step_losses, seconds = carried + step_losses, carried_seconds + seconds
         self.result.losses.extend(step_losses)
         steps = len(step_losses)
@@ -227,79 +227,12 @@ class Loop:
         every = self.cfg.checkpoint_every
         return every is not None and self.result.global_steps % every == 0
 
-    def _rng_state(self) -> dict[str, torch.Tensor]:
-        state = {"cpu": torch.get_rng_state()}
-        if self.strategy.device.type == "cuda":
-            state["cuda"] = torch.cuda.get_rng_state(self.strategy.device)
-        return state
-
-    def _progress(
-        self, live: torch.Tensor | None, live_seconds: float
-    ) -> tuple[list[float], list[dict[str, Any]], dict[str, Any]]:
-        """(losses, epoch records) of finished epochs, and the unfinished epoch's part so far.
-
-        Collective when ``live`` (this epoch's per-process losses) is given: every rank calls it.
-        """
-        losses, epochs = list(self.result.losses), [dict(e) for e in self.result.epochs]
-        carried, seconds = self._carry
-        if live is not None:
-            done = self.strategy.all_reduce_mean(live).tolist() if len(live) else []
-            return losses, epochs, {"losses": carried + done, "seconds": seconds + live_seconds}
-        if self.step_in_epoch and epochs and epochs[-1]["epoch"] == self.epoch + 1:
-            cut = epochs.pop()  # an epoch ended early by --max-steps: the next run completes it
-            keep = len(losses) - cut["steps"]
-            return losses[:keep], epochs, {"losses": losses[keep:], "seconds": cut["seconds"]}
-        return losses, epochs, {"losses": [], "seconds": 0.0}
-
     def save_checkpoint(self, live: torch.Tensor | None = None, live_seconds: float = 0.0) -> None:
-        rng = self.strategy.all_gather_object(self._rng_state())  # every rank's generator
-        losses, epochs, partial = self._progress(live, live_seconds)
-        if not self.strategy.is_main:
-            return
-        state = {
-            "run_id": self.run_id,
-            "fingerprint": checkpoint.fingerprint(self.cfg.to_dict()),
-            "model": self.strategy.unwrap(self.model).state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scaler": self.precision.state_dict(),
-            "rng": rng,
-            "position": {
-                "epoch": self.epoch,
-                "step_in_epoch": self.step_in_epoch,
-                "global_steps": self.result.global_steps,
-            },
-            "losses": losses,
-            "epochs": epochs,
-            "partial_epoch": partial,
-        }
-        checkpoint.save(self.cfg.checkpoint_path, state)
+        """Every rank calls it (it gathers); rank 0 writes. ``live``: this epoch's losses so far."""
+        loop_state.save(self, live, live_seconds)
 
     def restore(self, state: dict[str, Any], label: str) -> None:
-        checkpoint.check_position(state, label, self.steps, self.total_steps)
-        model = self.strategy.unwrap(self.model)
-        checkpoint.check_model(state, label, model)
-        try:
-            model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.precision.load_state_dict(state["scaler"])
-            self._restore_rng(state["rng"])
-        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-            raise DpwiseError(f"{label}: the checkpoint does not fit this run: {reason}") from None
-        pos = state["position"]
-        self.epoch, self.step_in_epoch = pos["epoch"], pos["step_in_epoch"]
-        self.result.global_steps = pos["global_steps"]
-        self.result.resumed_at_step = pos["global_steps"]
-        self.result.losses = list(state["losses"])
-        self.result.epochs = [dict(e) for e in state["epochs"]]
-        partial = state.get("partial_epoch") or {"losses": [], "seconds": 0.0}
-        self._carry = (list(partial["losses"]), float(partial["seconds"]))
-
-    def _restore_rng(self, rngs: list[dict[str, torch.Tensor]]) -> None:
-        rng = rngs[self.strategy.rank] if self.strategy.rank < len(rngs) else rngs[0]
-        torch.set_rng_state(rng["cpu"])
-        if "cuda" in rng and self.strategy.device.type == "cuda":
-            torch.cuda.set_rng_state(rng["cuda"], self.strategy.device)
+        loop_state.restore(self, state, label)
 
 
 def _worker_facts() -> dict[str, Any]:

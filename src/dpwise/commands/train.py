@@ -36,7 +36,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous (multi-node)")
     s.add_argument("--rdzv-backend", default="c10d", choices=RDZV_BACKENDS)
     s.add_argument("--rdzv-id", default="dpwise", help="job id shared by every node of one job")
-    s.add_argument("--max-restarts", type=int, default=0, help="restarts of failed workers")
+    s.add_argument(
+        "--max-restarts",
+        type=int,
+        default=0,
+        help="when a worker dies, restart all of them up to N times; they resume from the run's "
+        "latest checkpoint (--checkpoint-every)",
+    )
     s.add_argument("--threads", type=int, help="CPU threads per process (default: cores/nproc)")
     s.add_argument(
         "--find-unused-parameters",

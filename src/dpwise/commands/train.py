@@ -40,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--max-restarts",
         type=int,
         default=0,
+        metavar="N",
         help="when a worker dies, restart all of them up to N times; they resume from the run's "
         "latest checkpoint (--checkpoint-every)",
     )

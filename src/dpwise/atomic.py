@@ -21,13 +21,19 @@ _NO_ROOM = {
 if hasattr(errno, "EDQUOT"):
     _NO_ROOM[errno.EDQUOT] = ("disk quota exceeded", _FREE)
 
+_PID_END = "-"
+_SUFFIX = ".tmp"
+
 
 @contextmanager
 def atomic_file(path: Path, fsync: bool = False) -> Iterator[BinaryIO]:
     """Yield a temporary file beside ``path``; it replaces ``path`` only if the block succeeds."""
+    prefix = (
+        f".{path.name}.{os.getpid()}{_PID_END}"  # the writer's pid: see remove_stale_temporaries
+    )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=_SUFFIX)
     except OSError as exc:
         full = no_room(exc, path)
         if full is None:
@@ -71,3 +77,28 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Delete the temporary files of writes whose process died (a kill -9 mid-write).
+
+    The name says who writes it (``.NAME.PID-XXXX.tmp``): a file of a live process, another
+    run writing into the same folder, is left alone.
+    """
+    removed = []
+    for tmp in folder.glob(f".*.*{_PID_END}*{_SUFFIX}") if folder.is_dir() else []:
+        pid = tmp.name[1:].rsplit(_PID_END, 1)[0].rsplit(".", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True

@@ -123,6 +123,11 @@ class TrainConfig:
             raise DpwiseError(
                 f"--nnodes {self.nnodes} needs --rdzv-endpoint HOST:PORT reachable from every node"
             )
+        if self.rdzv_backend == "static" and self.max_restarts > 0:
+            raise DpwiseError(
+                f"--max-restarts {self.max_restarts} needs --rdzv-backend c10d: the static "
+                "rendezvous gives restarted workers the store of the failed ones"
+            )
         if self.node_rank >= self.nnodes:
             raise DpwiseError(f"--node-rank {self.node_rank} must be below --nnodes {self.nnodes}")
         if self.checkpoint_every is not None and self.out is None:

@@ -21,6 +21,12 @@ _USAGE_PREFIX = "DpwiseError: "
 TEARDOWN_LIMIT_S = 120.0  # a healthy teardown takes well under a second
 _WATCHDOG_DIR = "DPWISE_TEARDOWN_WATCHDOG_DIR"  # where launched workers write a stuck teardown
 _TIMEOUT_MARK = "Timeout ("  # how faulthandler's timed dump begins
+# torch's c10d rendezvous hands every restart of the workers the same agent-hosted TCPStore,
+# keys of the dead attempt included (a gloo peer's address, an NCCL id), while the workers
+# read those keys unprefixed: a restarted worker can connect to its dead peer's port
+# ("Gloo connectFullMesh failed ... Connection refused"; pytorch#135712). torch's own
+# opt-out makes worker rank 0 host a new store, on a new port, for every attempt.
+_FRESH_STORE_PER_ATTEMPT = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
 
 class WorkerFailed(Exception):
@@ -61,9 +67,11 @@ def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
 
     for name in ("torch.distributed.elastic", "torch.multiprocessing"):
         logging.getLogger(name).setLevel(logging.CRITICAL)  # dpwise reports failures itself
+    fresh_store = "1" if plan.config.max_restarts > 0 else os.environ.get(_FRESH_STORE_PER_ATTEMPT)
     with (
         tempfile.TemporaryDirectory(prefix="dpwise-watchdog-") as watch,
         _environ(_WATCHDOG_DIR, watch),
+        _environ(_FRESH_STORE_PER_ATTEMPT, fresh_store),
     ):
         try:
             return elastic_launch(launch_config(plan), entrypoint)(*args)
@@ -79,10 +87,11 @@ def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
 
 
 @contextmanager
-def _environ(name: str, value: str) -> Iterator[None]:
-    """Set a variable the workers inherit, for the duration of one launch."""
+def _environ(name: str, value: str | None) -> Iterator[None]:
+    """Set a variable the workers inherit, for the duration of one launch (None: leave it)."""
     before = os.environ.get(name)
-    os.environ[name] = value
+    if value is not None:
+        os.environ[name] = value
     try:
         yield
     finally:

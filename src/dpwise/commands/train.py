@@ -36,7 +36,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous (multi-node)")
     s.add_argument("--rdzv-backend", default="c10d", choices=RDZV_BACKENDS)
     s.add_argument("--rdzv-id", default="dpwise", help="job id shared by every node of one job")
-    s.add_argument("--max-restarts", type=int, default=0, help="restarts of failed workers")
+    s.add_argument(
+        "--max-restarts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="when a worker dies, restart all of them up to N times; they resume from the run's "
+        "latest checkpoint (--checkpoint-every)",
+    )
     s.add_argument("--threads", type=int, help="CPU threads per process (default: cores/nproc)")
     s.add_argument(
         "--find-unused-parameters",
@@ -139,8 +146,25 @@ def check_static_graph(workload, seed: int) -> None:
         )
 
 
+def check_resume(cfg, workload) -> None:
+    """Refuse a checkpoint that cannot continue this run before any worker starts."""
+    import torch
+
+    from dpwise import checkpoint
+
+    label = f"--resume {cfg.resume}"
+    state = checkpoint.load(cfg.resume, checkpoint.fingerprint(cfg.to_dict()), label)
+    try:
+        with torch.device("meta"):  # shapes only: no memory, no initialisation
+            model = workload.build_model()
+    except Exception:  # a factory that cannot build on "meta": every worker checks it instead
+        return
+    checkpoint.check_model(state, label, model)
+
+
 def run(args: argparse.Namespace) -> int:
-    from dpwise import checkpoint, outputs
+    from dpwise import outputs
+    from dpwise.atomic import remove_stale_temporaries
     from dpwise.env import DistEnv
     from dpwise.launch import launch
     from dpwise.plan import Hardware, resolve
@@ -159,10 +183,11 @@ def run(args: argparse.Namespace) -> int:
         check_static_graph(workload, cfg.seed)
     if cfg.out is not None:
         outputs.check_writable(cfg.out)
+        remove_stale_temporaries(cfg.out)  # of a write a kill interrupted
         if env.restart_count == 0:  # a worker group restarted by torchrun continues its own run
             outputs.check_checkpoint(cfg.out, cfg.resume is not None, args.overwrite)
     if cfg.resume is not None:
-        checkpoint.load(cfg.resume, checkpoint.fingerprint(cfg.to_dict()))
+        check_resume(cfg, workload)
     with _out_lock(cfg.out, env, cfg.nnodes):
         if args.overwrite and env.restart_count == 0:
             outputs.remove_checkpoint(cfg.out)

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise import batches, checkpoint
+from dpwise import batches, checkpoint, finite
 from dpwise.data import BatchSource, epoch_permutation, micro_batch_rows
 from dpwise.errors import DpwiseError
 from dpwise.measure import memory
@@ -55,6 +55,7 @@ class RunResult:
     peak_memory: list[dict[str, Any]] = field(default_factory=list)
     workers: list[dict[str, Any]] = field(default_factory=list)
     resumed_at_step: int | None = None
+    diverged: dict[str, Any] | None = None  # the first non-finite loss (a compare run goes on)
 
     @property
     def final_loss(self) -> float | None:
@@ -97,6 +98,7 @@ class Loop:
         workload: Workload,
         on_epoch: Callable[[EpochReport], None] | None = None,
         data: BatchSource | None = None,
+        stop_on_nonfinite: bool = True,
     ) -> None:
         self.cfg = plan.config
         self.strategy = strategy
@@ -116,6 +118,7 @@ class Loop:
         self.precision = Precision(self.cfg.precision, strategy.device.type)
         self.workload = workload
         self.objective = workload.objective()  # mean-reduced: the equivalence contract needs it
+        self.objective.all_labels = self.data.y  # every label checked with the first batch
         facts = strategy.describe()
         self.result = RunResult(
             strategy=strategy.name,
@@ -129,6 +132,9 @@ class Loop:
             - self.steps * self.cfg.batch_size * self.cfg.accum_steps,
         )
         self.epoch, self.step_in_epoch = 0, 0
+        self.stop_on_nonfinite = stop_on_nonfinite
+        self.watch = finite.LossWatch(strategy.device, self._nonfinite)
+        self._perm = torch.empty(0, dtype=torch.long)
 
     # -- one optimizer step -------------------------------------------------------------------
     def step(self, perm: torch.Tensor, step: int) -> torch.Tensor:
@@ -158,19 +164,38 @@ class Loop:
         first = self.step_in_epoch
         last = min(self.steps, first + budget)
         losses = torch.zeros(last - first, device=self.strategy.device)
+        self._perm = perm
         self.strategy.synchronize()
         start = time.perf_counter()
         for step in range(first, last):
-            losses[step - first] = self.step(perm, step)
+            loss = losses[step - first] = self.step(perm, step)
             self.result.global_steps += 1
             self.step_in_epoch = step + 1
+            self.watch.see(loss, finite.Where(self.result.global_steps, self.epoch + 1, step + 1))
             if self._checkpoint_due():
+                self.watch.flush()  # never checkpoint weights a non-finite loss updated
                 self.save_checkpoint()
+        self.watch.flush()
         self.strategy.synchronize()
         seconds = time.perf_counter() - start
         step_losses = self.strategy.all_reduce_mean(losses).tolist()
         self.result.losses.extend(step_losses)
         self._finish_epoch(last - first, seconds, step_losses)
+
+    def _nonfinite(self, value: float, where: finite.Where) -> None:
+        """The first NaN or infinite loss: stop with one line, or (compare) record it."""
+        step, k = where.step_in_epoch - 1, self.cfg.accum_steps
+        batch = (
+            self.data.get(
+                self.strategy.shard(micro_batch_rows(self._perm, step, m, self.cfg.batch_size, k))
+            )
+            for m in range(k)
+        )
+        rank, world = self.strategy.rank, self.strategy.world_size
+        found = finite.divergence(value, where, self.watch, batch, self.cfg, rank, world)
+        if self.stop_on_nonfinite:
+            raise DpwiseError(found.message())
+        self.result.diverged = found.to_dict()
 
     def _finish_epoch(self, steps: int, seconds: float, step_losses: list[float]) -> None:
         samples = steps * self.cfg.batch_size * self.cfg.accum_steps

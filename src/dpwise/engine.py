@@ -133,7 +133,7 @@ class Loop:
         )
         self.epoch, self.step_in_epoch = 0, 0
         self.stop_on_nonfinite = stop_on_nonfinite
-        self.watch = finite.LossWatch(strategy.device, self._nonfinite)
+        self.watch = finite.LossWatch(strategy.device)
         self._perm = torch.empty(0, dtype=torch.long)
 
     # -- one optimizer step -------------------------------------------------------------------
@@ -171,19 +171,23 @@ class Loop:
             loss = losses[step - first] = self.step(perm, step)
             self.result.global_steps += 1
             self.step_in_epoch = step + 1
-            self.watch.see(loss, finite.Where(self.result.global_steps, self.epoch + 1, step + 1))
+            where = finite.Where(self.result.global_steps, self.epoch + 1, step + 1)
+            self._nonfinite(self.watch.see(loss, where))
             if self._checkpoint_due():
-                self.watch.flush()  # never checkpoint weights a non-finite loss updated
+                self._nonfinite(self.watch.flush())  # no checkpoint of weights a NaN updated
                 self.save_checkpoint()
-        self.watch.flush()
+        self._nonfinite(self.watch.flush())
         self.strategy.synchronize()
         seconds = time.perf_counter() - start
         step_losses = self.strategy.all_reduce_mean(losses).tolist()
         self.result.losses.extend(step_losses)
         self._finish_epoch(last - first, seconds, step_losses)
 
-    def _nonfinite(self, value: float, where: finite.Where) -> None:
+    def _nonfinite(self, found: finite.Found) -> None:
         """The first NaN or infinite loss: stop with one line, or (compare) record it."""
+        if found is None:
+            return
+        value, where = found
         step, k = where.step_in_epoch - 1, self.cfg.accum_steps
         batch = (
             self.data.get(
@@ -192,10 +196,10 @@ class Loop:
             for m in range(k)
         )
         rank, world = self.strategy.rank, self.strategy.world_size
-        found = finite.divergence(value, where, self.watch, batch, self.cfg, rank, world)
+        record = finite.divergence(value, where, self.watch, batch, self.cfg, rank, world)
         if self.stop_on_nonfinite:
-            raise DpwiseError(found.message())
-        self.result.diverged = found.to_dict()
+            raise DpwiseError(record.message())
+        self.result.diverged = record.to_dict()
 
     def _finish_epoch(self, steps: int, seconds: float, step_losses: list[float]) -> None:
         samples = steps * self.cfg.batch_size * self.cfg.accum_steps

@@ -9,7 +9,7 @@ step, the losses before it) to name the likely cause.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -145,45 +145,44 @@ def divergence(
     )
 
 
+Found = tuple[float, Where] | None  # a non-finite loss and where it appeared
+
+
 class LossWatch:
     """Tests each step's loss for NaN and infinity (one number per step).
 
     On the CPU the loss is read at its step. On an accelerator it is read one step late, once the
     next step's work is queued, so reading it never leaves the device idle; ``flush`` reads the
-    step still pending (before a checkpoint, at the end of an epoch). ``on_bad`` receives the
-    first non-finite value and where it appeared; ``first`` and ``last`` the finite losses
+    step still pending (before a checkpoint, at the end of an epoch). Both return the first
+    non-finite loss and where it appeared, once; ``first`` and ``last`` hold the finite losses
     before it.
     """
 
-    def __init__(self, device: torch.device, on_bad: Callable[[float, Where], None]):
+    def __init__(self, device: torch.device) -> None:
         self.lag = device.type != "cpu"
-        self.on_bad = on_bad
         self.pending: tuple[torch.Tensor, Where] | None = None
         self.first: float | None = None  # the first finite loss seen
         self.last: tuple[int, float] | None = None  # (step, loss) of the last finite one
         self.tripped = False
 
-    def see(self, loss: torch.Tensor, where: Where) -> None:
+    def see(self, loss: torch.Tensor, where: Where) -> Found:
         if self.tripped:
-            return
+            return None
         if not self.lag:
-            self._check(loss, where)
-            return
+            return self._check(loss, where)
         previous, self.pending = self.pending, (loss, where)
-        if previous is not None:
-            self._check(*previous)
+        return None if previous is None else self._check(*previous)
 
-    def flush(self) -> None:
+    def flush(self) -> Found:
         previous, self.pending = self.pending, None
-        if previous is not None and not self.tripped:
-            self._check(*previous)
+        return None if previous is None or self.tripped else self._check(*previous)
 
-    def _check(self, loss: torch.Tensor, where: Where) -> None:
+    def _check(self, loss: torch.Tensor, where: Where) -> Found:
         value = loss.item()
         if math.isfinite(value):
             if self.first is None:
                 self.first = value
             self.last = (where.step, value)
-            return
+            return None
         self.tripped = True
-        self.on_bad(value, where)
+        return value, where

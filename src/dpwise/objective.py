@@ -138,8 +138,8 @@ class Objective:
 
 def check_labels(classes: int, labels: torch.Tensor, origin: str) -> None:
     """Class labels lie in 0 … classes-1, or are IGNORE_INDEX (a label to skip)."""
-    if labels.is_floating_point() or labels.is_complex():
-        return
+    if labels.is_floating_point() or labels.is_complex() or labels.is_meta:
+        return  # meta tensors (a traced estimate) have no values to check
     labels = labels[labels != IGNORE_INDEX]
     if labels.numel() == 0:
         return

@@ -146,8 +146,8 @@ def check_labels(classes: int, labels: torch.Tensor, origin: str) -> None:
     low, high = int(labels.min()), int(labels.max())
     if high >= classes:
         raise DpwiseError(
-            f"{origin}: labels reach {high} but the model outputs {classes} classes; class labels "
-            f"must lie in 0…{classes - 1}: give the model more outputs (e.g. --model-arg "
+            f"{origin}: labels reach {high} but the model outputs {classes} classes; labels must "
+            f"lie in 0…{classes - 1}: give the model more outputs (e.g. --model-arg "
             f"classes={high + 1}) or fix the labels"
         )
     if low < 0:

@@ -63,6 +63,22 @@ def divergence_text(run: Run) -> str:
     return f"{run['label']}: {Divergence(**found).summary()}"
 
 
+def _others(first: Run, others: list[Run]) -> str:
+    """The other diverged runs, briefly: their step, and their cause where it differs."""
+    if not others:
+        return ""
+    cause = (first.get("diverged") or {}).get("cause")
+
+    def one(run: Run) -> str:
+        found = run.get("diverged") or {}
+        text = run["label"] + (f" at step {found['step']}" if found.get("step") else "")
+        if found.get("cause") and found["cause"] != cause:
+            text += f" (likely cause: {found['cause']})"
+        return text
+
+    return f"Also diverged: {'; '.join(one(r) for r in others)}."
+
+
 def _diverged(
     runs: list[Run], bad: list[Run], tolerance: float, figures: dict, table: dict
 ) -> CheckResult:
@@ -85,7 +101,8 @@ def _diverged(
         rest = ""
     explanation = " ".join(
         [
-            *(divergence_text(r) + "." for r in bad),
+            divergence_text(first) + ".",
+            _others(first, [r for r in bad if r is not first]),
             rest,
             "A diverged run's speed says nothing about training: fix the divergence (the "
             "likely cause is named above) and run dpwise compare again.",

@@ -232,6 +232,7 @@ class Loop:
             total = min(total, self.cfg.max_steps)
         devices = [torch.device(d) for d in self.result.devices]
         memory.reset_peaks(devices)
+        self.watch.remember(self.result.losses)  # a resumed run's losses before its restart
         while self.result.global_steps < total and self.epoch < self.cfg.epochs:
             self._epoch(total - self.result.global_steps)
         if self.cfg.checkpoint_every is not None and not self._checkpoint_due():

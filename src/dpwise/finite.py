@@ -165,6 +165,12 @@ class LossWatch:
         self.last: tuple[int, float] | None = None  # (step, loss) of the last finite one
         self.tripped = False
 
+    def remember(self, losses: list[float]) -> None:
+        """The losses of the steps before this process started (a resumed run)."""
+        steps = [(i + 1, v) for i, v in enumerate(losses) if math.isfinite(v)]
+        if steps:
+            self.first, self.last = steps[0][1], steps[-1]
+
     def see(self, loss: torch.Tensor, where: Where) -> Found:
         if self.tripped:
             return None

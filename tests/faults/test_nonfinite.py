@@ -149,3 +149,16 @@ def test_the_likely_cause_follows_the_batch_and_the_losses_before_it():
     assert "non-finite inputs (1 of the 4 rows" in finite.likely_cause(
         [(x, y)], where, None, 0.1, "fp32"
     )
+
+
+def test_a_resumed_run_names_the_last_finite_loss_from_before_its_restart():
+    watch = finite.LossWatch(torch.device("cpu"))
+    watch.remember([2.5, 2.25, 2.0])  # the checkpoint's losses
+    value, where = watch.see(torch.tensor(math.inf), finite.Where(4, 2, 1))
+    found = finite.divergence(value, where, watch, [(torch.ones(2, 2), None)], _Cfg())
+    assert "the loss became inf at step 4" in found.message()
+    assert "the last finite loss was 2 (step 3)" in found.message()
+
+
+class _Cfg:
+    lr, precision = 0.5, "fp32"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,14 @@ def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 
 
 def _at_least(name: str, value: int | float | None, low: int | float) -> None:
-    if value is not None and value < low:
+    if value is not None and not value >= low:  # NaN is not at least anything
         raise DpwiseError(f"{name} must be at least {low}, got {value}")
+
+
+def finite(name: str, value: float, example: str) -> None:
+    """A real number: inf or nan would make every weight non-finite at the first step."""
+    if not math.isfinite(value):
+        raise DpwiseError(f"{name} must be a finite number, got {value}; e.g. {name} {example}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,6 +114,8 @@ class TrainConfig:
         _at_least("--max-restarts", self.max_restarts, 0)
         _at_least("--momentum", self.momentum, 0.0)
         _at_least("--weight-decay", self.weight_decay, 0.0)
+        for name, example in (("lr", "0.01"), ("momentum", "0.9"), ("weight_decay", "0.01")):
+            finite(f"--{name.replace('_', '-')}", getattr(self, name), example)
         if not self.lr > 0:
             raise DpwiseError(f"--lr must be positive, got {self.lr}")
         if self.strategy != "ddp" and (self.nproc not in (None, 1) or self.nnodes != 1):

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise import batches, loop_state
+from dpwise import batches, finite, loop_state
 from dpwise.data import BatchSource, epoch_permutation, micro_batch_rows
 from dpwise.errors import DpwiseError
 from dpwise.measure import memory
@@ -57,6 +57,7 @@ class RunResult:
     workers: list[dict[str, Any]] = field(default_factory=list)
     resumed_at_step: int | None = None
     restarts: int = 0  # times the launcher restarted the workers (each resumed on its own)
+    diverged: dict[str, Any] | None = None  # the first non-finite loss (a compare run goes on)
 
     @property
     def final_loss(self) -> float | None:
@@ -99,6 +100,7 @@ class Loop:
         workload: Workload,
         on_epoch: Callable[[EpochReport], None] | None = None,
         data: BatchSource | None = None,
+        stop_on_nonfinite: bool = True,
     ) -> None:
         self.cfg = plan.config
         self.strategy = strategy
@@ -118,6 +120,7 @@ class Loop:
         self.precision = Precision(self.cfg.precision, strategy.device.type)
         self.workload = workload
         self.objective = workload.objective()  # mean-reduced: the equivalence contract needs it
+        self.objective.all_labels = self.data.y  # every label checked with the first batch
         facts = strategy.describe()
         self.result = RunResult(
             strategy=strategy.name,
@@ -133,6 +136,9 @@ class Loop:
         self.epoch, self.step_in_epoch = 0, 0
         self.run_id: str | None = None  # the launch that writes this run's checkpoints
         self.carry: tuple[list[float], float] = ([], 0.0)  # this epoch's steps before a resume
+        self.stop_on_nonfinite = stop_on_nonfinite
+        self.watch = finite.LossWatch(strategy.device)
+        self._perm = torch.empty(0, dtype=torch.long)
 
     # -- one optimizer step -------------------------------------------------------------------
     def step(self, perm: torch.Tensor, step: int) -> torch.Tensor:
@@ -162,18 +168,41 @@ class Loop:
         first = self.step_in_epoch
         last = min(self.steps, first + budget)
         losses = torch.zeros(last - first, device=self.strategy.device)
+        self._perm = perm
         self.strategy.synchronize()
         start = time.perf_counter()
         for step in range(first, last):
-            losses[step - first] = self.step(perm, step)
+            loss = losses[step - first] = self.step(perm, step)
             self.result.global_steps += 1
             self.step_in_epoch = step + 1
+            where = finite.Where(self.result.global_steps, self.epoch + 1, step + 1)
+            self._nonfinite(self.watch.see(loss, where))
             if self._checkpoint_due():
+                self._nonfinite(self.watch.flush())  # no checkpoint of weights a NaN updated
                 self.save_checkpoint(losses[: step - first + 1], time.perf_counter() - start)
+        self._nonfinite(self.watch.flush())
         self.strategy.synchronize()
         seconds = time.perf_counter() - start
         step_losses = self.strategy.all_reduce_mean(losses).tolist() if last > first else []
         self._finish_epoch(seconds, step_losses)
+
+    def _nonfinite(self, found: finite.Found) -> None:
+        """The first NaN or infinite loss: stop with one line, or (compare) record it."""
+        if found is None:
+            return
+        value, where = found
+        step, k = where.step_in_epoch - 1, self.cfg.accum_steps
+        batch = (
+            self.data.get(
+                self.strategy.shard(micro_batch_rows(self._perm, step, m, self.cfg.batch_size, k))
+            )
+            for m in range(k)
+        )
+        rank, world = self.strategy.rank, self.strategy.world_size
+        record = finite.divergence(value, where, self.watch, batch, self.cfg, rank, world)
+        if self.stop_on_nonfinite:
+            raise DpwiseError(record.message())
+        self.result.diverged = record.to_dict()
 
     def _finish_epoch(self, seconds: float, step_losses: list[float]) -> None:
         carried, carried_seconds = self.carry  # the part of this epoch before a resume
@@ -214,6 +243,7 @@ class Loop:
         total = self.total_steps
         devices = [torch.device(d) for d in self.result.devices]
         memory.reset_peaks(devices)
+        self.watch.remember(self.result.losses)  # a resumed run's losses before its restart
         while self.result.global_steps < total and self.epoch < self.cfg.epochs:
             self._epoch(total - self.result.global_steps)
         if self.cfg.checkpoint_every is not None and not self._checkpoint_due():

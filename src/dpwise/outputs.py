@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -49,8 +50,43 @@ def remove_checkpoint(out: Path | None) -> None:
         (out / CHECKPOINT).unlink(missing_ok=True)
 
 
+NON_FINITE_KEY = "non_finite_values"
+_LISTED = 20  # paths named in the note; the count covers the rest
+
+
+def finite_json(obj: Any) -> tuple[Any, dict[str, str]]:
+    """``obj`` with every NaN or infinite float replaced by None, and {path: value} of them."""
+    replaced: dict[str, str] = {}
+
+    def clean(value: Any, path: str) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            replaced[path] = str(value)
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    return clean(obj, ""), replaced
+
+
+def to_json(obj: Any) -> str:
+    """Strict JSON (no bare NaN or Infinity): a non-finite number is written as null, and a dict
+    gains ``non_finite_values`` saying which values were and why."""
+    clean, replaced = finite_json(obj)
+    if replaced and isinstance(clean, dict):
+        listed = dict(list(replaced.items())[:_LISTED])
+        clean[NON_FINITE_KEY] = {
+            "why": "JSON has no NaN or Infinity: these numbers were not finite and are null here",
+            "count": len(replaced),
+            "values": listed,
+        }
+    return json.dumps(clean, indent=2, allow_nan=False) + "\n"
+
+
 def write_json(obj: Any, path: Path) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
+    atomic_write_text(path, to_json(obj))
 
 
 def write_outputs(out: Path, model: nn.Module, metrics: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise import batches, models, synthetic, zoo
+from dpwise import batches, misfit, models, synthetic, zoo
 from dpwise.batches import Inputs
 from dpwise.data import BatchSource
 from dpwise.errors import DpwiseError
@@ -168,10 +168,12 @@ class Workload:
             if not _misfit(exc):
                 raise
             first = (str(exc).strip().splitlines() or [""])[0][:300].rstrip(".")
+            why = misfit.hint(model, x)
+            said = f"{type(exc).__name__}: {first}"
             raise DpwiseError(
                 f"--model {self.model_spec} failed on the first batch (per sample: "
-                f"{batches.describe(x)}): {type(exc).__name__}: {first}; check that the data "
-                "fits the model (--data, --data-arg shape=…, --model-arg)"
+                f"{batches.describe(x)}): {said if why is None else f'{why} ({said})'}; check "
+                "that the data fits the model (--data, --data-arg shape=…, --model-arg)"
             ) from exc
         loss = objective(out, y)
         objective.seen_batch = True

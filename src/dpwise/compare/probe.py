@@ -52,7 +52,11 @@ class Repeats:
 
     def run(self, final: Path | None) -> None:
         """One repeat; the first saves its final state to ``final`` (rank 0 passes a path)."""
-        trained = Loop(self.plan, self.strategy, self.workload, data=self.data).run()
+        # a run whose loss goes non-finite trains on (its processes stay in step), marked
+        loop = Loop(
+            self.plan, self.strategy, self.workload, data=self.data, stop_on_nonfinite=False
+        )
+        trained = loop.run()
         timed = timed_epochs(trained.result.epochs)
         seconds = sum(e["seconds"] for e in timed)
         self.training += sum(e["seconds"] for e in trained.result.epochs)
@@ -65,12 +69,13 @@ class Repeats:
             self.first = {
                 "losses": r.losses,
                 "peak_memory": r.peak_memory,
+                "diverged": r.diverged,
                 "samples_per_epoch": r.steps_per_epoch * self.plan.config.batch_size,
             }
         # the model and optimizer sit in reference cycles: collect them where they are big enough
         # to matter; a small model's leftovers wait for Python's collector (saves ~0.1 s a turn)
         weights = sum(p.numel() * p.element_size() for p in trained.model.parameters())
-        del trained
+        del trained, loop
         memory.release_freed(collect=weights >= COLLECT_ABOVE_BYTES)
 
     def timing(self) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dpwise.config import OPTIMIZERS, PRECISIONS, STRATEGIES, TrainConfig
+from dpwise.config import OPTIMIZERS, PRECISIONS, STRATEGIES, TrainConfig, finite
 from dpwise.errors import DpwiseError
 
 
@@ -77,8 +77,10 @@ class CompareConfig:
             raise DpwiseError(
                 f"--optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}"
             )
-        if not self.tolerance > 0:
-            raise DpwiseError(f"--tolerance must be positive, got {self.tolerance}")
+        for name, example in (("lr", "0.01"), ("tolerance", "1e-4")):
+            finite(f"--{name}", getattr(self, name), example)
+            if not getattr(self, name) > 0:
+                raise DpwiseError(f"--{name} must be positive, got {getattr(self, name)}")
 
     def train_config(self, strategy: str, nproc: int | None) -> TrainConfig:
         """The TrainConfig of one run: the same workload and hyper-parameters for every strategy."""

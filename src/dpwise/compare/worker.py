@@ -149,6 +149,7 @@ def _probe(spec, cfg, plan, strategy, workload, data, repeats, threads, final) -
         "rss": timing["peak_rss_bytes"],
         "device": str(strategy.device),
         "pid": os.getpid(),
+        "diverged": repeats.first["diverged"],
     }
     ranks = strategy.all_gather_object(mine)
     return _record(spec, strategy, threads, timing, repeats.first, probe, ranks, final, trace)
@@ -191,7 +192,13 @@ def _record(spec, strategy, threads, timing, first, probe, ranks, final, trace) 
         "sync_points_per_step": probe.get("sync_points_per_step"),
         "trace": str(trace),
         "pids": [m["pid"] for m in ranks],  # every run has processes of its own
+        "diverged": first_divergence(m["diverged"] for m in ranks),
     }
+
+
+def first_divergence(found: Any) -> dict[str, Any] | None:
+    """The earliest non-finite loss any process of a run saw (each sees only its own rows)."""
+    return min((d for d in found if d is not None), key=lambda d: d["step"], default=None)
 
 
 def single_process_peak(cfg: CompareConfig, profile_steps: int = 2) -> int:

@@ -6,6 +6,7 @@ import pytest
 
 from dpwise.advise import Situation, decide
 from dpwise.advise_results import from_results
+from dpwise.errors import DpwiseError
 
 GIB = 1024**3
 SMALL = {"single": 2 * GIB, "dp": 3 * GIB, "ddp": 3 * GIB, "fsdp": 1 * GIB}  # of 80 GiB
@@ -206,11 +207,18 @@ def test_results_without_a_status_are_conclusive():
     assert answer.measurement_status == "recommended" and answer.warnings == []
 
 
-def test_a_run_that_diverged_or_failed_convergence_is_not_recommended_silently():
+def test_a_run_that_diverged_is_refused_and_one_that_failed_convergence_is_warned_of():
     results = _results()
     results["runs"][1]["losses"] = [2.3, float("nan")]
-    answer = from_results(results, situation(gpus=0))
-    assert len(answer.warnings) == 1 and "ddp × 2's loss diverged" in answer.warnings[0]
+    with pytest.raises(DpwiseError, match=r"ddp × 2 diverged .*recommends nothing"):
+        from_results(results, situation(gpus=0))
+    results["runs"][1]["losses"] = [2.3, None]  # how results.json writes a NaN
+    with pytest.raises(DpwiseError, match="ddp × 2 diverged"):
+        from_results(results, situation(gpus=0))
+    results = _results()
+    results["runs"][0]["diverged"] = {"step": 3, "cause": "non-finite inputs"}
+    (warning,) = from_results(results, situation(gpus=0)).warnings  # ddp × 2 is recommended
+    assert "single's loss diverged in the compared run" in warning
     results = _results()
     results["runs"][1]["max_param_diff_vs_single"] = 3e-2
     (warning,) = from_results(results, situation(gpus=0)).warnings

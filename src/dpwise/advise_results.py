@@ -6,25 +6,42 @@ import math
 from typing import Any
 
 from dpwise.advise import Recommendation, Situation, decide, launch_commands
+from dpwise.errors import DpwiseError
 from dpwise.units import sci, size
 
 RERUN = "a quieter machine or more repeats: run dpwise compare again, then dpwise advise --from"
 
 
 def _diverged(run: dict[str, Any]) -> bool:
+    if run.get("diverged"):
+        return True
     losses = run.get("losses") or []
     return any(v is None or not math.isfinite(float(v)) for v in losses)
 
 
+def refuse_diverged(run: dict[str, Any]) -> None:
+    """No recommendation of a run whose loss went non-finite: its speed says nothing."""
+    if not _diverged(run):
+        return
+    found = run.get("diverged") or {}
+    where = f" at step {found['step']}" if found.get("step") else ""
+    cause = f" (likely cause: {found['cause']})" if found.get("cause") else ""
+    raise DpwiseError(
+        f"--from: the compared run {run.get('label', run.get('id'))} diverged (its loss became "
+        f"non-finite{where}{cause}), so dpwise recommends nothing from these results; fix the "
+        "divergence and run dpwise compare again"
+    )
+
+
 def run_warnings(results: dict[str, Any], run: dict[str, Any]) -> list[str]:
-    """Why the measured run should not be trained as it is: its loss diverged, or its parameters
-    left the single-process run's (the convergence check failed for it)."""
-    out = []
-    if _diverged(run):
-        out.append(
-            f"{run['label']}'s loss diverged in the compared run (a non-finite value): its speed "
-            "says nothing about training; fix the divergence (learning rate, precision) first"
-        )
+    """Why the measured run should not be trained as it is: its parameters left the
+    single-process run's (the convergence check failed for it); and which other runs diverged."""
+    out = [
+        f"{other['label']}'s loss diverged in the compared run (a non-finite value): it is never "
+        "recommended; fix the divergence (learning rate, precision, data) before training it"
+        for other in results["runs"]
+        if other is not run and _diverged(other)
+    ]
     tolerance = results.get("workload", {}).get("tolerance")
     diff = run.get("max_param_diff_vs_single")
     if run["id"] != "single" and tolerance is not None and diff is not None and diff > tolerance:
@@ -56,6 +73,7 @@ def from_results(results: dict[str, Any], s: Situation) -> Recommendation:
     rec = results["recommendation"]
     runs = {r["id"]: r for r in results["runs"]}
     best = runs.get(rec.get("run", ""), results["runs"][0])
+    refuse_diverged(best)
     if rec.get("status", "recommended") == "inconclusive":
         answer = _inconclusive(rec, s)
         answer.warnings = run_warnings(results, best)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -65,8 +66,14 @@ def check_timeout(value: float) -> None:
 
 
 def _at_least(name: str, value: int | float | None, low: int | float) -> None:
-    if value is not None and value < low:
+    if value is not None and not value >= low:  # NaN is not at least anything
         raise DpwiseError(f"{name} must be at least {low}, got {value}")
+
+
+def finite(name: str, value: float, example: str) -> None:
+    """A real number: inf or nan would make every weight non-finite at the first step."""
+    if not math.isfinite(value):
+        raise DpwiseError(f"{name} must be a finite number, got {value}; e.g. {name} {example}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,6 +133,8 @@ class TrainConfig:
         check_timeout(self.timeout)
         _at_least("--momentum", self.momentum, 0.0)
         _at_least("--weight-decay", self.weight_decay, 0.0)
+        for name, example in (("lr", "0.01"), ("momentum", "0.9"), ("weight_decay", "0.01")):
+            finite(f"--{name.replace('_', '-')}", getattr(self, name), example)
         if not self.lr > 0:
             raise DpwiseError(f"--lr must be positive, got {self.lr}")
         if self.strategy != "ddp" and (self.nproc not in (None, 1) or self.nnodes != 1):
@@ -141,6 +150,11 @@ class TrainConfig:
         if self.nnodes > 1 and not self.rdzv_endpoint:
             raise DpwiseError(
                 f"--nnodes {self.nnodes} needs --rdzv-endpoint HOST:PORT reachable from every node"
+            )
+        if self.rdzv_backend == "static" and self.max_restarts > 0:
+            raise DpwiseError(
+                f"--max-restarts {self.max_restarts} needs --rdzv-backend c10d: the static "
+                "rendezvous gives restarted workers the store of the failed ones"
             )
         if self.node_rank >= self.nnodes:
             raise DpwiseError(f"--node-rank {self.node_rank} must be below --nnodes {self.nnodes}")

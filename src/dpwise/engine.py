@@ -13,12 +13,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise import batches, checkpoint
+from dpwise import batches, finite, loop_state
 from dpwise.data import BatchSource, epoch_permutation, micro_batch_rows
 from dpwise.errors import DpwiseError
 from dpwise.measure import memory
 from dpwise.plan import RunPlan
 from dpwise.precision import Precision
+from dpwise.restart import Attempt, first_attempt
 from dpwise.strategies.base import Strategy
 from dpwise.workload import Workload
 
@@ -55,6 +56,8 @@ class RunResult:
     peak_memory: list[dict[str, Any]] = field(default_factory=list)
     workers: list[dict[str, Any]] = field(default_factory=list)
     resumed_at_step: int | None = None
+    restarts: int = 0  # times the launcher restarted the workers (each resumed on its own)
+    diverged: dict[str, Any] | None = None  # the first non-finite loss (a compare run goes on)
 
     @property
     def final_loss(self) -> float | None:
@@ -97,6 +100,7 @@ class Loop:
         workload: Workload,
         on_epoch: Callable[[EpochReport], None] | None = None,
         data: BatchSource | None = None,
+        stop_on_nonfinite: bool = True,
     ) -> None:
         self.cfg = plan.config
         self.strategy = strategy
@@ -116,6 +120,7 @@ class Loop:
         self.precision = Precision(self.cfg.precision, strategy.device.type)
         self.workload = workload
         self.objective = workload.objective()  # mean-reduced: the equivalence contract needs it
+        self.objective.all_labels = self.data.y  # every label checked with the first batch
         facts = strategy.describe()
         self.result = RunResult(
             strategy=strategy.name,
@@ -129,6 +134,11 @@ class Loop:
             - self.steps * self.cfg.batch_size * self.cfg.accum_steps,
         )
         self.epoch, self.step_in_epoch = 0, 0
+        self.run_id: str | None = None  # the launch that writes this run's checkpoints
+        self.carry: tuple[list[float], float] = ([], 0.0)  # this epoch's steps before a resume
+        self.stop_on_nonfinite = stop_on_nonfinite
+        self.watch = finite.LossWatch(strategy.device)
+        self._perm = torch.empty(0, dtype=torch.long)
 
     # -- one optimizer step -------------------------------------------------------------------
     def step(self, perm: torch.Tensor, step: int) -> torch.Tensor:
@@ -158,21 +168,48 @@ class Loop:
         first = self.step_in_epoch
         last = min(self.steps, first + budget)
         losses = torch.zeros(last - first, device=self.strategy.device)
+        self._perm = perm
         self.strategy.synchronize()
         start = time.perf_counter()
         for step in range(first, last):
-            losses[step - first] = self.step(perm, step)
+            loss = losses[step - first] = self.step(perm, step)
             self.result.global_steps += 1
             self.step_in_epoch = step + 1
+            where = finite.Where(self.result.global_steps, self.epoch + 1, step + 1)
+            self._nonfinite(self.watch.see(loss, where))
             if self._checkpoint_due():
-                self.save_checkpoint()
+                self._nonfinite(self.watch.flush())  # no checkpoint of weights a NaN updated
+                self.save_checkpoint(losses[: step - first + 1], time.perf_counter() - start)
+        self._nonfinite(self.watch.flush())
         self.strategy.synchronize()
         seconds = time.perf_counter() - start
-        step_losses = self.strategy.all_reduce_mean(losses).tolist()
-        self.result.losses.extend(step_losses)
-        self._finish_epoch(last - first, seconds, step_losses)
+        step_losses = self.strategy.all_reduce_mean(losses).tolist() if last > first else []
+        self._finish_epoch(seconds, step_losses)
 
-    def _finish_epoch(self, steps: int, seconds: float, step_losses: list[float]) -> None:
+    def _nonfinite(self, found: finite.Found) -> None:
+        """The first NaN or infinite loss: stop with one line, or (compare) record it."""
+        if found is None:
+            return
+        value, where = found
+        step, k = where.step_in_epoch - 1, self.cfg.accum_steps
+        batch = (
+            self.data.get(
+                self.strategy.shard(micro_batch_rows(self._perm, step, m, self.cfg.batch_size, k))
+            )
+            for m in range(k)
+        )
+        rank, world = self.strategy.rank, self.strategy.world_size
+        record = finite.divergence(value, where, self.watch, batch, self.cfg, rank, world)
+        if self.stop_on_nonfinite:
+            raise DpwiseError(record.message())
+        self.result.diverged = record.to_dict()
+
+    def _finish_epoch(self, seconds: float, step_losses: list[float]) -> None:
+        carried, carried_seconds = self.carry  # the part of this epoch before a resume
+        self.carry = ([], 0.0)
+        step_losses, seconds = carried + step_losses, carried_seconds + seconds
+        self.result.losses.extend(step_losses)
+        steps = len(step_losses)
         samples = steps * self.cfg.batch_size * self.cfg.accum_steps
         report = EpochReport(
             epoch=self.epoch + 1,
@@ -197,12 +234,16 @@ class Loop:
         if self.on_epoch is not None and self.strategy.is_main:
             self.on_epoch(report)
 
-    def run(self) -> Trained:
+    @property
+    def total_steps(self) -> int:
         total = self.cfg.epochs * self.steps
-        if self.cfg.max_steps is not None:
-            total = min(total, self.cfg.max_steps)
+        return total if self.cfg.max_steps is None else min(total, self.cfg.max_steps)
+
+    def run(self) -> Trained:
+        total = self.total_steps
         devices = [torch.device(d) for d in self.result.devices]
         memory.reset_peaks(devices)
+        self.watch.remember(self.result.losses)  # a resumed run's losses before its restart
         while self.result.global_steps < total and self.epoch < self.cfg.epochs:
             self._epoch(total - self.result.global_steps)
         if self.cfg.checkpoint_every is not None and not self._checkpoint_due():
@@ -216,47 +257,12 @@ class Loop:
         every = self.cfg.checkpoint_every
         return every is not None and self.result.global_steps % every == 0
 
-    def _rng_state(self) -> dict[str, torch.Tensor]:
-        state = {"cpu": torch.get_rng_state()}
-        if self.strategy.device.type == "cuda":
-            state["cuda"] = torch.cuda.get_rng_state(self.strategy.device)
-        return state
+    def save_checkpoint(self, live: torch.Tensor | None = None, live_seconds: float = 0.0) -> None:
+        """Every rank calls it (it gathers); rank 0 writes. ``live``: this epoch's losses so far."""
+        loop_state.save(self, live, live_seconds)
 
-    def save_checkpoint(self) -> None:
-        rng = self.strategy.all_gather_object(self._rng_state())  # every rank's generator
-        if not self.strategy.is_main:
-            return
-        state = {
-            "fingerprint": checkpoint.fingerprint(self.cfg.to_dict()),
-            "model": self.strategy.unwrap(self.model).state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scaler": self.precision.state_dict(),
-            "rng": rng,
-            "position": {
-                "epoch": self.epoch,
-                "step_in_epoch": self.step_in_epoch,
-                "global_steps": self.result.global_steps,
-            },
-            "losses": list(self.result.losses),
-            "epochs": [dict(e) for e in self.result.epochs],
-        }
-        checkpoint.save(self.cfg.checkpoint_path, state)
-
-    def restore(self, state: dict[str, Any]) -> None:
-        self.strategy.unwrap(self.model).load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.precision.load_state_dict(state["scaler"])
-        rngs = state["rng"]
-        rng = rngs[self.strategy.rank] if self.strategy.rank < len(rngs) else rngs[0]
-        torch.set_rng_state(rng["cpu"])
-        if "cuda" in rng and self.strategy.device.type == "cuda":
-            torch.cuda.set_rng_state(rng["cuda"], self.strategy.device)
-        pos = state["position"]
-        self.epoch, self.step_in_epoch = pos["epoch"], pos["step_in_epoch"]
-        self.result.global_steps = pos["global_steps"]
-        self.result.resumed_at_step = pos["global_steps"]
-        self.result.losses = list(state["losses"])
-        self.result.epochs = [dict(e) for e in state["epochs"]]
+    def restore(self, state: dict[str, Any], label: str) -> None:
+        loop_state.restore(self, state, label)
 
 
 def _worker_facts() -> dict[str, Any]:
@@ -275,20 +281,23 @@ def train(
     on_epoch: Callable[[EpochReport], None] | None = None,
     on_trained: Callable[[Trained], None] | None = None,
     before_teardown: Callable[[], None] | None = None,
+    attempt: Attempt | None = None,
 ) -> Trained:
-    """Set up the strategy, train, tear down. Resumes from ``--resume`` when given.
+    """Set up the strategy, train, tear down. Resumes from ``attempt``'s checkpoint, if any:
+    --resume's, or after a restart the run's latest (default: --resume's, when given).
 
     The end of a run has a fixed order: ``on_trained`` (rank 0 writes its outputs, so they
     never wait on the process group), ``strategy.release`` (every process arrives, outstanding
     communication completes, the wrapper dies while the group lives: see DDPStrategy.teardown),
     ``before_teardown`` (e.g. a time limit on what follows), then ``strategy.teardown``.
     """
+    attempt = attempt if attempt is not None else first_attempt(plan.config)
     strategy.setup()
     try:
         loop = Loop(plan, strategy, workload, on_epoch)
-        if plan.config.resume is not None:
-            expected = checkpoint.fingerprint(plan.config.to_dict())
-            loop.restore(checkpoint.load(plan.config.resume, expected))
+        loop.run_id, loop.result.restarts = attempt.run_id, attempt.restart
+        if attempt.state is not None:
+            loop.restore(attempt.state, attempt.label)
         trained = loop.run()
         if on_trained is not None:
             on_trained(trained)

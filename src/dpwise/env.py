@@ -8,7 +8,14 @@ from dataclasses import dataclass
 
 from dpwise.errors import DpwiseError
 
-_INT_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+_INT_VARS = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "TORCHELASTIC_RESTART_COUNT",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,11 +28,18 @@ class DistEnv:
     run_id: str | None = None
     under_launcher: bool = False
     """True inside a worker started by torchrun / torch.distributed's elastic launcher."""
+    restart_count: int = 0
+    """How often the launcher restarted this worker group (TORCHELASTIC_RESTART_COUNT)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> DistEnv:
         env = os.environ if environ is None else environ
-        under = "TORCHELASTIC_RUN_ID" in env or ("LOCAL_RANK" in env and "WORLD_SIZE" in env)
+        # A launcher's worker always has its rank; TORCHELASTIC_RUN_ID alone is a leftover (a
+        # shell that once ran under torchrun, a copied environment): ignored, not a worker.
+        ranked = "RANK" in env or "LOCAL_RANK" in env
+        under = ("TORCHELASTIC_RUN_ID" in env and ranked) or (
+            "LOCAL_RANK" in env and "WORLD_SIZE" in env
+        )
         if not under:
             return cls()
         values = {}
@@ -46,6 +60,7 @@ class DistEnv:
             world_size=world,
             local_world_size=values.get("LOCAL_WORLD_SIZE", world),
             node_rank=values.get("GROUP_RANK", 0),
+            restart_count=values.get("TORCHELASTIC_RESTART_COUNT", 0),
             run_id=env.get("TORCHELASTIC_RUN_ID"),
             under_launcher=True,
         )

@@ -26,6 +26,12 @@ _TIMEOUT_MARK = "Timeout ("  # how faulthandler's timed dump begins
 _TIMED_OUT_MARKS = ("timed out", "timing out")  # gloo's and NCCL's collective timeouts
 # How long stopped workers get to exit after SIGTERM/SIGINT before SIGKILL (torch's default: 30 s).
 SHUTDOWN_GRACE_S = 3
+# torch's c10d rendezvous hands every restart of the workers the same agent-hosted TCPStore,
+# keys of the dead attempt included (a gloo peer's address, an NCCL id), while the workers
+# read those keys unprefixed: a restarted worker can connect to its dead peer's port
+# ("Gloo connectFullMesh failed ... Connection refused"; pytorch#135712). torch's own
+# opt-out makes worker rank 0 host a new store, on a new port, for every attempt.
+_FRESH_STORE_PER_ATTEMPT = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 
 
 class WorkerFailed(Exception):
@@ -88,10 +94,12 @@ def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
     interrupts.check()
     _quiet_launcher()
     timeout = plan.config.timeout
+    fresh_store = "1" if plan.config.max_restarts > 0 else os.environ.get(_FRESH_STORE_PER_ATTEMPT)
     with (
         _launch_folder() as folder,
         _environ(peers.LAUNCH_DIR_ENV, str(folder)),
         _environ(_WATCHDOG_DIR, str(folder)),
+        _environ(_FRESH_STORE_PER_ATTEMPT, fresh_store),
         interrupts.handlers_kept(),
         peers.PeerWatch(folder, timeout) as watch,  # its thread takes the signals meanwhile
         interrupts.children_held(),  # workers start with Ctrl-C held until run_guarded
@@ -156,10 +164,11 @@ def _quiet_launcher() -> None:
 
 
 @contextmanager
-def _environ(name: str, value: str) -> Iterator[None]:
-    """Set a variable the workers inherit, for the duration of one launch."""
+def _environ(name: str, value: str | None) -> Iterator[None]:
+    """Set a variable the workers inherit, for the duration of one launch (None: leave it)."""
     before = os.environ.get(name)
-    os.environ[name] = value
+    if value is not None:
+        os.environ[name] = value
     try:
         yield
     finally:

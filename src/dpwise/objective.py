@@ -73,17 +73,41 @@ def logits(out: object, origin: str) -> torch.Tensor:
 
 
 class Objective:
-    """``objective(out, y)``: one batch's mean-reduced loss; ``auto`` resolves on first use."""
+    """``objective(out, y)``: one batch's mean-reduced loss; ``auto`` resolves on first use.
+
+    The first batch is checked against the outputs (class labels within the model's classes);
+    ``all_labels``, when the loop sets it (the data set's targets as one tensor), is checked then
+    in full, so a bad label anywhere fails before training instead of at its step.
+    """
 
     def __init__(self, kind: str, origin: str) -> None:
         if kind not in LOSSES:
             raise DpwiseError(f"--loss {kind!r} is not one of {', '.join(LOSSES)}")
         self.kind, self.origin = kind, origin
         self.seen_batch = False  # the model has run on a batch through this objective
+        self.all_labels: torch.Tensor | None = None
 
     def __call__(self, out: object, y: torch.Tensor | None) -> torch.Tensor:
-        if self.kind == "auto":
+        if self.seen_batch:
+            return self._loss(out, y, None)
+        auto = self.kind == "auto"
+        if auto:
             self.kind = self.choose(out, y)
+        try:
+            return self._loss(out, y, y if self.all_labels is None else self.all_labels)
+        except DpwiseError as exc:
+            if not auto or y is None or self.kind not in ("mse", "token-cross-entropy"):
+                raise
+            why = "float" if self.kind == "mse" else "2-D"
+            chose = (
+                f"--loss auto chose {self.kind} for {why} targets ({_dtype(y)} {_shape(y)}); "
+                "class labels are integers of shape (batch,)"
+            )
+            raise DpwiseError(f"{exc} ({chose})") from None
+
+    def _loss(
+        self, out: object, y: torch.Tensor | None, check: torch.Tensor | None
+    ) -> torch.Tensor:
         if self.kind == "model":
             loss = model_loss(out)
             if loss is None:
@@ -100,7 +124,8 @@ class Objective:
         pred = logits(out, self.origin)
         if self.kind == "mse":
             return _mse(pred, y, self.origin)
-        return _cross_entropy(pred, y, token=self.kind == "token-cross-entropy", origin=self.origin)
+        token = self.kind == "token-cross-entropy"
+        return _cross_entropy(pred, y, token, self.origin, check)
 
     def choose(self, out: object, y: torch.Tensor | None) -> str:
         """auto: the model's own loss when it computed one, else what the targets call for."""
@@ -111,28 +136,58 @@ class Objective:
         return "token-cross-entropy" if y.dim() >= 2 else "cross-entropy"
 
 
-def _cross_entropy(pred: torch.Tensor, y: torch.Tensor, token: bool, origin: str) -> torch.Tensor:
+def check_labels(classes: int, labels: torch.Tensor, origin: str) -> None:
+    """Class labels lie in 0 … classes-1, or are IGNORE_INDEX (a label to skip)."""
+    if labels.is_floating_point() or labels.is_complex() or labels.is_meta:
+        return  # meta tensors (a traced estimate) have no values to check
+    labels = labels[labels != IGNORE_INDEX]
+    if labels.numel() == 0:
+        return
+    low, high = int(labels.min()), int(labels.max())
+    if high >= classes:
+        raise DpwiseError(
+            f"{origin}: labels reach {high} but the model outputs {classes} classes; labels must "
+            f"lie in 0…{classes - 1}: give the model more outputs (e.g. --model-arg "
+            f"classes={high + 1}) or fix the labels"
+        )
+    if low < 0:
+        raise DpwiseError(
+            f"{origin}: labels include {low}, but class labels must lie in 0…{classes - 1} "
+            f"({IGNORE_INDEX} marks a label to ignore); fix the labels"
+        )
+
+
+def _cross_entropy(
+    pred: torch.Tensor, y: torch.Tensor, token: bool, origin: str, check: torch.Tensor | None
+) -> torch.Tensor:
+    """Mean cross-entropy; ``check``: the labels to test against the classes (first batch)."""
     if y.is_floating_point():
         raise DpwiseError(
             f"{origin}: cross-entropy needs integer class labels, got {_dtype(y)} targets; "
             "use --loss mse for real-valued targets"
         )
+    if y.dtype != torch.long:
+        y = y.long()  # int32, uint8 or bool labels: F.cross_entropy takes int64
     if token:
         if pred.dim() != y.dim() + 1 or pred.shape[:-1] != y.shape:
             raise DpwiseError(
                 f"{origin}: token-cross-entropy needs logits (batch, tokens, vocab) for labels "
                 f"(batch, tokens); got logits {_shape(pred)} and labels {_shape(y)}"
             )
-        return F.cross_entropy(
-            pred.reshape(-1, pred.shape[-1]).float(), y.reshape(-1), ignore_index=IGNORE_INDEX
-        )
-    if pred.dim() != 2 or y.dim() != 1 or pred.shape[0] != y.shape[0]:
+        pred, y = pred.reshape(-1, pred.shape[-1]).float(), y.reshape(-1)
+    elif pred.dim() != 2 or y.dim() != 1 or pred.shape[0] != y.shape[0]:
         raise DpwiseError(
             f"{origin}: cross-entropy needs logits (batch, classes) and labels (batch,); got "
             f"logits {_shape(pred)} and labels {_shape(y)} (for sequences use --loss "
             "token-cross-entropy)"
         )
-    return F.cross_entropy(pred, y)
+    if check is not None:
+        check_labels(pred.shape[-1], check, origin)
+    try:
+        return F.cross_entropy(pred, y, ignore_index=IGNORE_INDEX)
+    except IndexError:  # a later batch's label out of range (the CPU raises; CUDA asserts)
+        check_labels(pred.shape[-1], y, origin)
+        raise
 
 
 def _mse(pred: torch.Tensor, y: torch.Tensor, origin: str) -> torch.Tensor:

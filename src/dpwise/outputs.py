@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -11,10 +11,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise.atomic import atomic_files, atomic_write_text, remove_leftovers
+from dpwise.atomic import atomic_files, atomic_write_text
 from dpwise.errors import DpwiseError
 
-RUN_FILES = ("final.pt", "metrics.json", "checkpoint.pt")  # what a training run writes in --out
+CHECKPOINT = "checkpoint.pt"
 
 
 def check_writable(out: Path) -> None:
@@ -34,36 +34,64 @@ def check_writable(out: Path) -> None:
         ) from None
 
 
+def check_checkpoint(out: Path, resuming: bool, overwrite: bool) -> None:
+    """Refuse to start over another run's checkpoint.pt unless resuming or told to overwrite."""
+    if resuming or overwrite or not (out / CHECKPOINT).exists():
+        return
+    raise DpwiseError(
+        f"--out {out} holds another run's {CHECKPOINT}; continue that run with --resume, "
+        "start afresh with --overwrite, or choose another --out"
+    )
+
+
+def remove_checkpoint(out: Path | None) -> None:
+    """--overwrite: the other run's checkpoint goes when this run starts."""
+    if out is not None:
+        (out / CHECKPOINT).unlink(missing_ok=True)
+
+
+NON_FINITE_KEY = "non_finite_values"
+_LISTED = 20  # paths named in the note; the count covers the rest
+
+
+def finite_json(obj: Any) -> tuple[Any, dict[str, str]]:
+    """``obj`` with every NaN or infinite float replaced by None, and {path: value} of them."""
+    replaced: dict[str, str] = {}
+
+    def clean(value: Any, path: str) -> Any:
+        if isinstance(value, float) and not math.isfinite(value):
+            replaced[path] = str(value)
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [clean(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return value
+
+    return clean(obj, ""), replaced
+
+
+def to_json(obj: Any) -> str:
+    """Strict JSON (no bare NaN or Infinity): a non-finite number is written as null, and a dict
+    gains ``non_finite_values`` saying which values were and why."""
+    clean, replaced = finite_json(obj)
+    if replaced and isinstance(clean, dict):
+        listed = dict(list(replaced.items())[:_LISTED])
+        clean[NON_FINITE_KEY] = {
+            "why": "JSON has no NaN or Infinity: these numbers were not finite and are null here",
+            "count": len(replaced),
+            "values": listed,
+        }
+    return json.dumps(clean, indent=2, allow_nan=False) + "\n"
+
+
 def write_json(obj: Any, path: Path) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2) + "\n")
+    atomic_write_text(path, to_json(obj))
 
 
 def write_outputs(out: Path, model: nn.Module, metrics: dict[str, Any]) -> None:
     """final.pt and metrics.json appear together (both from this run) or not at all."""
-    text = json.dumps(metrics, indent=2) + "\n"
+    text = to_json(metrics)
     with atomic_files(out / "final.pt", out / "metrics.json", fsync=True) as (pt, js):
         torch.save(model.state_dict(), pt)
         js.write(text.encode("utf-8"))
-
-
-def first_missing(out: Path) -> Path | None:
-    """The outermost folder of ``out`` that does not exist yet (what a run would create)."""
-    missing = None
-    for folder in (out, *out.parents):
-        if folder.exists():
-            break
-        missing = folder
-    return missing
-
-
-def discard_partial(out: Path, created: Path | None) -> None:
-    """After a run that did not finish: no temporary file of a killed writer stays in ``out``,
-    and a folder this run created and left empty is removed."""
-    if out.is_dir():
-        remove_leftovers(out, RUN_FILES)
-    if created is not None and created.is_dir() and not any(_files(created)):
-        shutil.rmtree(created, ignore_errors=True)
-
-
-def _files(folder: Path):
-    return (p for p in folder.rglob("*") if not p.is_dir())

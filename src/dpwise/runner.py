@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from typing import Any
 
 import torch
@@ -15,6 +16,7 @@ from dpwise.env import DistEnv
 from dpwise.launch import arm_teardown_watchdog, disarm_teardown_watchdog, run_guarded
 from dpwise.plan import Hardware, RunPlan, resolve
 from dpwise.report.train_text import epoch_line, summary_lines
+from dpwise.restart import attempt_for
 from dpwise.strategies import make_strategy
 from dpwise.workload import workload_for
 
@@ -54,6 +56,9 @@ def run_worker(cfg: TrainConfig) -> dict[str, Any] | None:
     plan = resolve(cfg, hw, env)
     configure_threads(plan, env, hw)
     workload = workload_for(cfg)
+    attempt = attempt_for(cfg, env)
+    if attempt.notice is not None and env.is_main:
+        print(attempt.notice, file=sys.stderr, flush=True)
     strategy = make_strategy(plan, env)
 
     def write(trained: Trained) -> None:
@@ -71,6 +76,7 @@ def run_worker(cfg: TrainConfig) -> dict[str, Any] | None:
             on_epoch=on_epoch,
             on_trained=write,
             before_teardown=lambda: arm_teardown_watchdog(strategy.rank),
+            attempt=attempt,
         )
     finally:
         disarm_teardown_watchdog()

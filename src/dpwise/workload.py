@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise import batches, models, synthetic, zoo
+from dpwise import batches, misfit, models, synthetic, zoo
 from dpwise.batches import Inputs
 from dpwise.data import BatchSource
 from dpwise.errors import DpwiseError
@@ -55,9 +55,13 @@ def load_factory(spec: str, flag: str) -> Callable[..., Any]:
         )
     try:
         module = importlib.import_module(module_name)
+    except SystemExit as exc:
+        raise DpwiseError(
+            f"{flag} {spec}: importing {module_name} called sys.exit({exc.code!r})"
+        ) from None
     except Exception as exc:  # an import can fail in any way
         raise DpwiseError(
-            f"{flag} {spec}: cannot import {module_name} ({type(exc).__name__}: {exc})"
+            f"{flag} {spec}: cannot import {module_name} ({type(exc).__name__}: {one_line(exc)})"
         ) from None
     target: Any = module
     for part in attr.split("."):
@@ -74,10 +78,21 @@ def _call(factory: Callable[..., Any], spec: str, flag: str, kwargs: dict[str, A
         return factory(**kwargs)
     except DpwiseError:
         raise  # already one line that names the spec
+    except SystemExit as exc:  # exit code 3 and no word would leave the user guessing
+        raise DpwiseError(
+            f"{flag} {spec}: the factory called sys.exit({exc.code!r}) instead of returning"
+        ) from None
     except Exception as exc:  # a user's factory can fail in any way
         raise DpwiseError(
-            f"{flag} {spec}: the factory raised {type(exc).__name__}: {exc}"
+            f"{flag} {spec}: the factory raised {type(exc).__name__}: {one_line(exc)}"
         ) from None
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an exception's message (torch's can run to dozens of lines)."""
+    lines = str(exc).strip().splitlines() or [""]
+    text = lines[0] if len(lines) == 1 else f"{lines[0].rstrip()} …"
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
 def _accepts(factory: Callable[..., Any], name: str) -> bool:
@@ -153,10 +168,12 @@ class Workload:
             if not _misfit(exc):
                 raise
             first = (str(exc).strip().splitlines() or [""])[0][:300].rstrip(".")
+            why = misfit.hint(model, x)
+            said = f"{type(exc).__name__}: {first}"
             raise DpwiseError(
                 f"--model {self.model_spec} failed on the first batch (per sample: "
-                f"{batches.describe(x)}): {type(exc).__name__}: {first}; check that the data "
-                "fits the model (--data, --data-arg shape=…, --model-arg)"
+                f"{batches.describe(x)}): {said if why is None else f'{why} ({said})'}; check "
+                "that the data fits the model (--data, --data-arg shape=…, --model-arg)"
             ) from exc
         loss = objective(out, y)
         objective.seen_batch = True

@@ -10,7 +10,7 @@ import time
 import pytest
 from live_run import LiveRun, descendants, survivors
 
-from dpwise import interrupts, outputs
+from dpwise import interrupts
 from dpwise.atomic import atomic_files
 
 SMALL = ["--data", "hangpkg:data", "--batch-size", "8", "--model", "userpkg:tiny_model"]
@@ -83,20 +83,6 @@ def test_files_that_belong_together_are_all_replaced_or_none(tmp_path):
         fa.write(b"new a")
         fb.write(b"new b")
     assert (a.read_text(), b.read_text()) == ("new a", "new b")
-
-
-def test_an_unfinished_run_leaves_no_temporary_file_and_no_empty_folder(tmp_path):
-    out = tmp_path / "new" / "out"
-    created = outputs.first_missing(out)
-    out.mkdir(parents=True)
-    (out / ".final.pt.k3j2h1.tmp").write_bytes(b"half")  # a writer killed mid-write
-    outputs.discard_partial(out, created)
-    assert not (tmp_path / "new").exists()
-    out.mkdir(parents=True)
-    (out / "checkpoint.pt").write_bytes(b"complete")  # what --resume continues from: kept
-    (out / ".checkpoint.pt.a1b2c3.tmp").write_bytes(b"half")
-    outputs.discard_partial(out, created)
-    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.pt"]
 
 
 @pytest.mark.slow

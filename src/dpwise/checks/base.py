@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -54,6 +55,13 @@ class Diagnosis:
         if self.loss_reduction != "mean":
             causes.append(f"a {self.loss_reduction}-reduced loss")
         return " and ".join(causes) or None
+
+
+def diverged(run: Run) -> bool:
+    """The run's loss went NaN or infinite (recorded by its loop, or seen in its losses)."""
+    if run.get("diverged"):
+        return True
+    return any(v is None or not math.isfinite(v) for v in run.get("losses") or [])
 
 
 def peak(run: Run) -> int:

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-from dpwise.checks.base import CheckResult, Diagnosis, Run, median_rate
+import math
+
+from dpwise.checks.base import CheckResult, Diagnosis, Run, diverged, median_rate
 from dpwise.diagnosis.layers import group
 from dpwise.diagnosis.unused import REDUCTION_ERROR
+from dpwise.finite import Divergence
 from dpwise.units import rate, sci
 
 
 def convergence(runs: list[Run], tolerance: float, why: Diagnosis) -> CheckResult:
     others = [r for r in runs if r["id"] != "single"]
     diffs = {r["id"]: r["max_param_diff_vs_single"] for r in others}
-    worst = max(diffs.values(), default=0.0)
-    rows = [
-        [r["label"], sci(r["max_param_diff_vs_single"]), f"{r['losses'][-1]:.4f}"]
-        for r in runs
-        if r["losses"]
-    ]
+    rows = [[r["label"], _diff_text(r), _loss_text(r["losses"][-1])] for r in runs if r["losses"]]
     table = {"columns": ["run", "max |Δparam| vs single", "final loss"], "rows": rows}
     figures = {"tolerance": tolerance, "max_diff": diffs, "ddp_options": why.ddp_options}
+    bad = [r for r in runs if diverged(r)]
+    if bad:
+        return _diverged(runs, bad, tolerance, figures, table)
+    worst = max(diffs.values(), default=0.0)
     note = ddp_options_note(runs, why)
     flag = "; ddp ran with find_unused_parameters=True" if note else ""
     if worst <= tolerance:
@@ -43,6 +45,71 @@ def convergence(runs: list[Run], tolerance: float, why: Diagnosis) -> CheckResul
         table,
         "loss.png",
     )
+
+
+def _loss_text(loss: float | None) -> str:
+    return "not finite" if loss is None or not math.isfinite(loss) else f"{loss:.4f}"
+
+
+def _diff_text(run: Run) -> str:
+    return "not finite" if diverged(run) else sci(run["max_param_diff_vs_single"])
+
+
+def divergence_text(run: Run) -> str:
+    """'single: the loss became nan at step 2 (…); likely cause: …' for a run that diverged."""
+    found = run.get("diverged")
+    if not found:
+        return f"{run['label']}: a loss of the run was not finite"
+    return f"{run['label']}: {Divergence(**found).summary()}"
+
+
+def _others(first: Run, others: list[Run]) -> str:
+    """The other diverged runs, briefly: their step, and their cause where it differs."""
+    if not others:
+        return ""
+    cause = (first.get("diverged") or {}).get("cause")
+
+    def one(run: Run) -> str:
+        found = run.get("diverged") or {}
+        text = run["label"] + (f" at step {found['step']}" if found.get("step") else "")
+        if found.get("cause") and found["cause"] != cause:
+            text += f" (likely cause: {found['cause']})"
+        return text
+
+    return f"Also diverged: {'; '.join(one(r) for r in others)}."
+
+
+def _diverged(
+    runs: list[Run], bad: list[Run], tolerance: float, figures: dict, table: dict
+) -> CheckResult:
+    """Runs whose loss went NaN or infinite: named, with the step and the likely cause."""
+    first = min(bad, key=lambda r: (r.get("diverged") or {}).get("step", 0))
+    step = (first.get("diverged") or {}).get("step")
+    at = f"first {first['label']} at step {step}" if step else f"first {first['label']}"
+    summary = (
+        f"{', '.join(r['label'] for r in bad)} diverged: the loss became non-finite ({at}); "
+        "non-finite parameters cannot be compared with single"
+    )
+    healthy = [r for r in runs if r["id"] != "single" and r not in bad]
+    if runs[0] in bad:
+        rest = "single is the reference, so no run could be compared with it."
+    elif healthy:
+        worst = max(r["max_param_diff_vs_single"] for r in healthy)
+        held = "within" if worst <= tolerance else "beyond the tolerance, up to"
+        rest = f"The other runs end {held} {sci(worst)} of single (tolerance {sci(tolerance)})."
+    else:
+        rest = ""
+    explanation = " ".join(
+        [
+            divergence_text(first) + ".",
+            _others(first, [r for r in bad if r is not first]),
+            rest,
+            "A diverged run's speed says nothing about training: fix the divergence (the "
+            "likely cause is named above) and run dpwise compare again.",
+        ]
+    )
+    figures = {**figures, "diverged": {r["id"]: r.get("diverged") for r in bad}}
+    return CheckResult("convergence", "fail", summary, explanation, figures, table, "loss.png")
 
 
 def _agreement(why: Diagnosis) -> str:

@@ -36,7 +36,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous (multi-node)")
     s.add_argument("--rdzv-backend", default="c10d", choices=RDZV_BACKENDS)
     s.add_argument("--rdzv-id", default="dpwise", help="job id shared by every node of one job")
-    s.add_argument("--max-restarts", type=int, default=0, help="restarts of failed workers")
+    s.add_argument(
+        "--max-restarts",
+        type=int,
+        default=0,
+        metavar="N",
+        help="when a worker dies, restart all of them up to N times; they resume from the run's "
+        "latest checkpoint (--checkpoint-every)",
+    )
     add_timeout_arg(s)
     s.add_argument("--threads", type=int, help="CPU threads per process (default: cores/nproc)")
     s.add_argument(
@@ -69,6 +76,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         const="auto",
         metavar="PATH",
         help="continue from a checkpoint (default: OUT/checkpoint.pt)",
+    )
+    o.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start afresh in an --out that holds another run's checkpoint.pt (deleted when this "
+        "run starts); without it, or --resume, such an --out is refused",
     )
     o.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
@@ -135,16 +148,36 @@ def check_static_graph(workload, seed: int) -> None:
         )
 
 
+def check_resume(cfg, workload) -> None:
+    """Refuse a checkpoint that cannot continue this run before any worker starts."""
+    import torch
+
+    from dpwise import checkpoint
+
+    label = f"--resume {cfg.resume}"
+    state = checkpoint.load(cfg.resume, checkpoint.fingerprint(cfg.to_dict()), label)
+    try:
+        with torch.device("meta"):  # shapes only: no memory, no initialisation
+            model = workload.build_model()
+    except Exception:  # a factory that cannot build on "meta": every worker checks it instead
+        return
+    checkpoint.check_model(state, label, model)
+
+
 def run(args: argparse.Namespace) -> int:
-    from dpwise import checkpoint, outputs
+    from dpwise import outputs
+    from dpwise.atomic import remove_stale_temporaries
     from dpwise.env import DistEnv
     from dpwise.launch import launch
     from dpwise.plan import Hardware, resolve
     from dpwise.runner import run_worker, worker_entry
     from dpwise.workload import workload_for
 
+    if args.overwrite and args.resume is not None:
+        raise DpwiseError("--resume continues the run in --out, --overwrite replaces it: give one")
     cfg = train_config(args)
-    plan = resolve(cfg, Hardware.detect(), DistEnv.from_environ())
+    env = DistEnv.from_environ()
+    plan = resolve(cfg, Hardware.detect(), env)
     workload = workload_for(cfg).validate()
     if not cfg.quiet and workload.data_factory is None:
         print(f"data: {workload.data_description()}", flush=True)
@@ -152,16 +185,33 @@ def run(args: argparse.Namespace) -> int:
         check_static_graph(workload, cfg.seed)
     if cfg.out is not None:
         outputs.check_writable(cfg.out)
+        remove_stale_temporaries(cfg.out)  # of a write a kill interrupted
+        if env.restart_count == 0:  # a worker group restarted by torchrun continues its own run
+            outputs.check_checkpoint(cfg.out, cfg.resume is not None, args.overwrite)
     if cfg.resume is not None:
-        checkpoint.load(cfg.resume, checkpoint.fingerprint(cfg.to_dict()))
-    created = None if cfg.out is None else outputs.first_missing(cfg.out)
-    try:
-        if plan.launch:
-            launch(plan, worker_entry, cfg)
-        else:
-            run_worker(cfg)
-    except BaseException:  # a failure, a hung peer, Ctrl-C, SIGTERM: nothing half-written
-        if cfg.out is not None:
-            outputs.discard_partial(cfg.out, created)
-        raise
+        check_resume(cfg, workload)
+    with _out_lock(cfg.out, env, cfg.nnodes):
+        if args.overwrite and env.restart_count == 0:
+            outputs.remove_checkpoint(cfg.out)
+        try:
+            if plan.launch:
+                launch(plan, worker_entry, cfg)
+            else:
+                run_worker(cfg)
+        except BaseException:  # a failure, a hung peer, Ctrl-C, SIGTERM: nothing half-written
+            if cfg.out is not None:
+                remove_stale_temporaries(cfg.out)  # of the writers that were killed
+            raise
     return 0
+
+
+def _out_lock(out: Path | None, env, nnodes: int):
+    """The lock on --out, held for the run's life by this process, or by rank 0 of an outer
+    launcher's workers (rank 0 writes the files). Not on multi-node runs that dpwise launches:
+    every node's command shares the --out, and which node holds rank 0 is decided later."""
+    from contextlib import nullcontext
+
+    from dpwise.outlock import locked
+
+    skip = out is None or env.rank != 0 or (nnodes > 1 and not env.under_launcher)
+    return nullcontext() if skip else locked(out)

@@ -10,11 +10,13 @@ from pathlib import Path
 from rich.console import Console
 
 from dpwise import outputs
+from dpwise.compare import publish
 from dpwise.compare.matrix import build_matrix
 from dpwise.compare.results import assemble
 from dpwise.compare.runner import run_all
 from dpwise.compare.settings import CompareConfig
 from dpwise.diagnosis import probe_workload
+from dpwise.outlock import first_missing, locked
 from dpwise.plan import Hardware
 from dpwise.report.files import write_reports
 from dpwise.report.terminal import CompareProgress, checks_table, summary_table, verdict_lines
@@ -31,9 +33,10 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     if probe.unused:
         cfg = replace(cfg, find_unused_parameters=True)  # DDP stops without it
     outputs.check_writable(cfg.out)
-    created = outputs.first_missing(cfg.out)
+    created = first_missing(cfg.out)
     try:
-        results, html = _measure_and_report(cfg, hw, specs, probe, command, started)
+        with locked(cfg.out):  # one compare (or train) writes an --out at a time
+            results, html = _measure_and_report(cfg, hw, specs, probe, command, started)
     except BaseException:
         # a user mistake found by a run, a crash, Ctrl-C: no half-written report folder
         if created is not None:
@@ -47,10 +50,16 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
 def _measure_and_report(cfg, hw, specs, probe, command: str, started: float) -> tuple[dict, Path]:
     err = Console(stderr=True)
     units = len(specs) * (cfg.repeats + 1)
-    with CompareProgress(units, err, enabled=not cfg.quiet) as progress:
-        _, runs = run_all(cfg, hw, progress.on_event)
-    measured = time.perf_counter()
-    results = assemble(cfg, hw, runs, command, probe)
+    stage = publish.staging(cfg.out)  # the runs write here; the old report stays valid
+    try:
+        staged = replace(cfg, out=stage)
+        with CompareProgress(units, err, enabled=not cfg.quiet) as progress:
+            _, runs = run_all(staged, hw, progress.on_event)
+        measured = time.perf_counter()
+        results = assemble(staged, hw, runs, command, probe)
+        publish.swap_in(stage, cfg.out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
     written = write_reports(results, cfg.out)
     results["timing"] = {
         "wall_seconds": time.perf_counter() - started,

@@ -13,6 +13,7 @@ from dpwise.config import (
     STRATEGIES,
     TrainConfig,
     check_timeout,
+    finite,
 )
 from dpwise.errors import DpwiseError
 
@@ -86,8 +87,10 @@ class CompareConfig:
                 f"--optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}"
             )
         check_timeout(self.timeout)
-        if not self.tolerance > 0:
-            raise DpwiseError(f"--tolerance must be positive, got {self.tolerance}")
+        for name, example in (("lr", "0.01"), ("tolerance", "1e-4")):
+            finite(f"--{name}", getattr(self, name), example)
+            if not getattr(self, name) > 0:
+                raise DpwiseError(f"--{name} must be positive, got {getattr(self, name)}")
 
     def train_config(self, strategy: str, nproc: int | None) -> TrainConfig:
         """The TrainConfig of one run: the same workload and hyper-parameters for every strategy."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from dpwise.checks.base import clearly_faster, compare, median_rate
+from dpwise.checks.base import clearly_faster, compare, diverged, median_rate
 from dpwise.checks.communication import stalled
 from dpwise.checks.performance import drifted
 from dpwise.checks.thresholds import CONFIDENCE, EXPOSED_SHARE_LIMIT, HALF_MEMORY, NEAR_LINEAR
@@ -25,7 +26,11 @@ def recommend(
     the status is "inconclusive" (with the reason) and single stays the safe default.
     """
     single = runs[0]
-    ok = [r for r in runs if r["max_param_diff_vs_single"] <= tolerance or known_cause]
+    ok = [
+        r
+        for r in runs
+        if not diverged(r) and (r["max_param_diff_vs_single"] <= tolerance or known_cause)
+    ]
     parallel = [r for r in ok if r["world_size"] > 1 and not r["notes"]]
     vs = {r["id"]: compare(r, single) for r in parallel}
     ranked = sorted(parallel, key=median_rate, reverse=True)
@@ -53,6 +58,7 @@ def recommend(
         "reasons": reasons,
         "status": "inconclusive" if reason else "recommended",
         "inconclusive_reason": reason,
+        "diverged": [r["id"] for r in runs if diverged(r)],  # never recommended
         "vs_single": {k: c.to_dict() for k, c in vs.items()},
     }
 
@@ -62,6 +68,11 @@ def _inconclusive(
 ) -> str | None:
     """Why the evidence cannot pick a run, or None when it can: the machine's speed was not
     steady (a one-process run disagrees with single), or no run is faster and one might be."""
+    if diverged(runs[0]):
+        return (
+            "the loss of the single-process run, the reference, became non-finite (see the "
+            "convergence check): fix the divergence and run dpwise compare again"
+        )
     drift = drifted(runs)
     if drift:
         return (
@@ -88,6 +99,8 @@ def _best_reason(best: Run, single: Run, vs: Any) -> str:
 
 
 def _headline(best: Run, single: Run, reason: str | None) -> str:
+    if diverged(single):
+        return "No recommendation: the training diverged (a non-finite loss); fix it first"
     if reason:
         return "Inconclusive on this machine: keep a single process until a quieter run decides"
     what = best["label"] if best is not single else "a single process"
@@ -95,6 +108,9 @@ def _headline(best: Run, single: Run, reason: str | None) -> str:
 
 
 def _agreement(runs: list[Run], tolerance: float, known_cause: str | None) -> str:
+    bad = [r["label"] for r in runs if diverged(r)]
+    if bad:
+        return f"the loss of {', '.join(bad)} diverged: a run that diverged is never recommended"
     worst = max(r["max_param_diff_vs_single"] for r in runs)
     if worst <= tolerance:
         return f"parameters of every run agree with single within {sci(worst)}"
@@ -190,6 +206,9 @@ def _agree_claim(dp_vs_ddp: float | None, cpu: bool) -> dict[str, str]:
     src = f"{GUIDE}: Validation Checklist 1"
     if dp_vs_ddp is None:
         return _claim(text, src, "no dp and ddp runs", "cannot be tested")
+    if not math.isfinite(dp_vs_ddp):
+        why = "a dp or ddp run diverged (a non-finite loss): see the convergence check"
+        return _claim(text, src, "parameters not finite", "cannot be tested", why)
     held = "held" if dp_vs_ddp <= 1e-4 else "did not hold"
     why = "dpwise gives both the same batches, order, initial state and a mean-reduced loss"
     if cpu:

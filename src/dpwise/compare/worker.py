@@ -135,12 +135,15 @@ def _probe(spec, cfg, plan, strategy, workload, data, repeats, threads, final) -
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path("traces") / f"{spec.id}.rank0.json"
         where = cfg.out / trace if strategy.is_main else Path(tmp) / "trace.json"
-        probe = profiled_probe(spec, plan, strategy, workload, data, where, cfg.profile_steps)
+        probe = profiled_probe(
+            spec, plan, strategy, workload, data, where, cfg.profile_steps, last_work=True
+        )
     mine = {
         "live": probe.get("live_tensor_bytes"),
         "rss": timing["peak_rss_bytes"],
         "device": str(strategy.device),
         "pid": os.getpid(),
+        "diverged": repeats.first["diverged"],
     }
     ranks = strategy.all_gather_object(mine)
     return _record(spec, strategy, threads, timing, repeats.first, probe, ranks, final, trace)
@@ -183,7 +186,13 @@ def _record(spec, strategy, threads, timing, first, probe, ranks, final, trace) 
         "sync_points_per_step": probe.get("sync_points_per_step"),
         "trace": str(trace),
         "pids": [m["pid"] for m in ranks],  # every run has processes of its own
+        "diverged": first_divergence(m["diverged"] for m in ranks),
     }
+
+
+def first_divergence(found: Any) -> dict[str, Any] | None:
+    """The earliest non-finite loss any process of a run saw (each sees only its own rows)."""
+    return min((d for d in found if d is not None), key=lambda d: d["step"], default=None)
 
 
 def single_process_peak(cfg: CompareConfig, profile_steps: int = 2) -> int:

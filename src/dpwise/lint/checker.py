@@ -9,7 +9,7 @@ from dpwise.lint import files
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.model import Finding, Hit, Rule
 from dpwise.lint.project import Project
-from dpwise.lint.rules import CHECKS, SYNTAX_ERROR, selected
+from dpwise.lint.rules import CHECKS, NOT_CHECKED, SYNTAX_ERROR, selected
 
 # A file that mentions none of these cannot trigger any rule (names resolve through imports of
 # torch or the conventional aliases); it is parsed for syntax errors only.
@@ -66,14 +66,43 @@ def _syntax_error(path: str, source: str, exc: Exception) -> Finding:
     )
 
 
+def _not_checked(path: str, source: str, why: str) -> Finding:
+    return Finding(
+        path=path,
+        line=1,
+        col=1,
+        code=NOT_CHECKED.code,
+        name=NOT_CHECKED.name,
+        severity=NOT_CHECKED.severity,
+        message=f"{NOT_CHECKED.message}: {why}",
+        help=NOT_CHECKED.help,
+        end_line=1,
+        end_col=0,
+        source_line=source.split("\n", 1)[0][:200],
+    )
+
+
 def lint_source(
     source: str,
     path: str = "<string>",
     rules: list[Rule] | None = None,
     project: Project | None = None,
 ) -> list[Finding]:
-    """Findings for one file's text, noqa applied, sorted."""
+    """Findings for one file's text, noqa applied, sorted. A file nested too deeply to parse
+    or analyse (RecursionError, MemoryError) is one `file-not-checked` finding."""
     rules = selected(None, None) if rules is None else rules
+    try:
+        return _lint_source(source, path, rules, project)
+    except (RecursionError, MemoryError) as exc:
+        if not any(r.code == NOT_CHECKED.code for r in rules):
+            return []
+        why = f"nested too deeply to analyse ({type(exc).__name__})"
+        return [_not_checked(path, source, why)]
+
+
+def _lint_source(
+    source: str, path: str, rules: list[Rule], project: Project | None
+) -> list[Finding]:
     codes = {r.code for r in rules}
     try:
         tree = ast.parse(source, filename=path)
@@ -89,6 +118,8 @@ def lint_source(
             continue
         try:
             found += [_finding(rule, path, ctx, hit) for hit in check(ctx)]
+        except (RecursionError, MemoryError):
+            raise  # the file's depth, not a bug in the rule: lint_source reports it
         except Exception as exc:  # a bug in a rule: say where, keep the traceback
             raise RuntimeError(f"dpwise lint: {rule.code} failed on {path}: {exc!r}") from exc
     noqa = files.noqa_lines(source)
@@ -99,19 +130,29 @@ def lint_paths(
     paths: Iterable[str] | str,
     select: Iterable[str] | str | None = None,
     ignore: Iterable[str] | str | None = None,
+    skipped: list[str] | None = None,
 ) -> list[Finding]:
     """Check files and folders (recursing into `*.py`); findings sorted by path, line, column.
-    Unknown rule codes or names, and missing or unreadable paths, raise DpwiseError."""
+    Unknown rule codes or names, and missing or unreadable paths, raise DpwiseError. Files in
+    folders that are not regular files (FIFOs, sockets, devices) are skipped, listed in
+    ``skipped`` when given."""
     paths = [paths] if isinstance(paths, str) else list(paths)
     rules = selected(select, ignore)
+    codes = {r.code for r in rules}
     project = Project()
     found: list[Finding] = []
-    for path in files.discover(paths):
+    for path in files.discover(paths, skipped):
         try:
             source = files.read_source(path)
         except (UnicodeDecodeError, SyntaxError) as exc:
-            if any(r.code == SYNTAX_ERROR.code for r in rules):
+            if SYNTAX_ERROR.code in codes:
                 found.append(_syntax_error(path, "", exc))
+            continue
+        except files.TooLarge as exc:
+            if NOT_CHECKED.code in codes:
+                limit = files.MAX_FILE_BYTES // 2**20
+                why = f"{exc.args[0]:,} bytes is over the {limit} MiB limit for one file"
+                found.append(_not_checked(path, "", why))
             continue
         found += lint_source(source, path, rules, project)
     return sorted(found)

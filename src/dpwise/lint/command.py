@@ -25,6 +25,8 @@ examples:
   dpwise lint . --ignore batchnorm-without-sync --format sarif > dpwise.sarif
   dpwise lint --explain missing-set-epoch       # what a rule flags, why, and the fix
 
+Files over 1 MiB, and files nested too deeply to parse, are reported as file-not-checked (DPW016)
+and not checked; FIFOs, sockets and devices inside folders are skipped (named on stderr).
 Suppress one line with `# dpwise: noqa` (every rule) or `# dpwise: noqa: DPW008,missing-set-epoch`.
 Exit code: 0 when clean, 1 when anything is found, 2 on a usage error or an unreadable path.
 """
@@ -79,7 +81,12 @@ def run(args: argparse.Namespace) -> int:
         raise DpwiseError(
             "dpwise lint needs at least one PATH (a file or folder), e.g. 'dpwise lint train.py'"
         )
-    findings = lint_paths(args.paths, select=args.select, ignore=args.ignore)
+    skipped: list[str] = []
+    findings = lint_paths(args.paths, select=args.select, ignore=args.ignore, skipped=skipped)
+    if skipped:
+        more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+        shown = ", ".join(skipped[:3]) + more
+        print(f"dpwise lint: skipped {shown}: not a regular file", file=sys.stderr)
     from dpwise import __version__
 
     rules = selected(args.select, args.ignore)

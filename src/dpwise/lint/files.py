@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import stat
 import tokenize
 from collections.abc import Iterable
 
@@ -31,40 +32,65 @@ SKIP_DIRS = frozenset(
 )
 _NOQA = re.compile(r"#\s*dpwise:\s*noqa(?::\s*(?P<codes>[\w-]+(?:\s*,\s*[\w-]+)*))?", re.I)
 
+MAX_FILE_BYTES = 1 << 20  # 1 MiB: a larger file is reported (file-not-checked), not parsed
+
+
+class TooLarge(Exception):
+    """A file over MAX_FILE_BYTES: reported, not read further."""
+
+
 Noqa = dict[int, frozenset[str] | None]  # line -> codes/names (lower case), None = every rule
 
 
-def discover(paths: Iterable[str]) -> list[str]:
+def discover(paths: Iterable[str], skipped: list[str] | None = None) -> list[str]:
     """Files to check: each file given, and every `*.py` under each folder given (sorted,
-    skipping VCS, virtual-environment and cache folders). A missing path is a usage error."""
+    skipping VCS, virtual-environment and cache folders). A missing path, or one given by name
+    that is not a regular file (a FIFO, socket or device: reading it could block forever), is a
+    usage error; such files met inside a folder are skipped and appended to ``skipped``."""
     found: dict[str, None] = {}
     for path in paths:
         if os.path.isfile(path):
             found[path] = None
         elif os.path.isdir(path):
-            for file in _walk(path):
+            for file in _walk(path, skipped if skipped is not None else []):
                 found[file] = None
+        elif os.path.exists(path):
+            raise DpwiseError(
+                f"{path}: not a regular file (a FIFO, socket or device); give files or folders"
+            )
         else:
             raise DpwiseError(f"{path}: no such file or folder")
     return list(found)
 
 
-def _walk(root: str) -> list[str]:
+def _walk(root: str, skipped: list[str]) -> list[str]:
     files: list[str] = []
     for folder, dirs, names in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
-        files += [os.path.join(folder, n) for n in sorted(names) if n.endswith(".py")]
+        for name in sorted(n for n in names if n.endswith(".py")):
+            path = os.path.join(folder, name)
+            (files if os.path.isfile(path) else skipped).append(path)  # isfile: regular only
     return files
 
 
 def read_source(path: str) -> str:
     """The file's text, decoded as Python does (PEP 263 cookie, BOM, UTF-8 by default).
-    Raises UnicodeDecodeError / SyntaxError for undecodable bytes; DpwiseError if unreadable."""
+    Raises UnicodeDecodeError / SyntaxError for undecodable bytes, TooLarge over
+    MAX_FILE_BYTES, DpwiseError if unreadable or not a regular file."""
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
+        # O_NONBLOCK: a FIFO swapped in after discovery is refused below instead of blocking.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as handle:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise DpwiseError(f"{path}: not a regular file (a FIFO, socket or device)")
+            if info.st_size > MAX_FILE_BYTES:
+                raise TooLarge(info.st_size)
+            data = handle.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise DpwiseError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    if len(data) > MAX_FILE_BYTES:  # grew since fstat
+        raise TooLarge(len(data))
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
     return text.removeprefix("\ufeff")

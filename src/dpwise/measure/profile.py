@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -14,6 +15,9 @@ from typing import Any
 
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
+
+from dpwise.atomic import no_room
+from dpwise.errors import DpwiseError
 
 STEP_MARK = "dpwise.step"
 # Backend-level events torch.distributed records for each collective (gloo:/nccl: prefixes).
@@ -214,6 +218,20 @@ def timed_steps(run_step: Callable[[], None], steps: int, synchronize: Callable[
 
 
 def export(prof: Any, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    prof.export_chrome_trace(str(path))
+    """Write the Chrome trace. The exporter fails silently on a full disk: say so in one line."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        full = no_room(exc, path)
+        if full is None:
+            raise
+        raise full from None
+    with _native_stderr_silenced():  # kineto's own "Failed to write" line: said below instead
+        prof.export_chrome_trace(str(path))
+    if not path.is_file():
+        free = shutil.disk_usage(path.parent).free
+        raise DpwiseError(
+            f"the profiler could not write {path} ({free:,} bytes free there: no space left on "
+            "device?); free space there or write elsewhere (--out)"
+        )
     return path

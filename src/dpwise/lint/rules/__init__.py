@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from dpwise.errors import DpwiseError
 from dpwise.lint.analysis import FileContext
+from dpwise.lint.files import MAX_FILE_BYTES
 from dpwise.lint.model import Hit, Rule
 from dpwise.lint.rules import (
     accumulation_without_no_sync,
@@ -60,6 +61,37 @@ for epoch in range(10):
 """,
 )
 
+NOT_CHECKED = Rule(
+    code="DPW016",
+    name="file-not-checked",
+    severity="warning",
+    summary="the file was not checked: too large, or nested too deeply to analyse",
+    message="file not checked",
+    help="split the file into smaller modules or flatten the nesting; no rule checked this file",
+    docs=f"""\
+## What it does
+Reports a file that dpwise did not check, so that a skipped file is never mistaken for a clean
+one: a file over {MAX_FILE_BYTES // 2**20} MiB (never read, which bounds the cost of one file),
+and a file whose expressions are nested so deeply (thousands of levels) that parsing or analysing it
+exhausts the recursion limit or memory. The other files are still checked. Reported even under
+`--select`, unless ignored by name or code.
+
+## Why is this bad?
+No rule looked at the file. A file nested that deeply usually cannot be compiled by Python
+either; a file that large is usually generated code or data, not a training script.
+
+## Example
+```python
+x = ----------------------------------------------------------------------------------1  # × 5,000
+```
+
+## Use instead
+```python
+x = 1
+```
+""",
+)
+
 _MODULES = (
     data_parallel_usage,
     missing_set_device,
@@ -78,7 +110,8 @@ _MODULES = (
     batchnorm_without_sync,
 )
 
-RULES: tuple[Rule, ...] = (SYNTAX_ERROR, *(m.RULE for m in _MODULES))
+RULES: tuple[Rule, ...] = (SYNTAX_ERROR, *(m.RULE for m in _MODULES), NOT_CHECKED)
+ALWAYS_ON = frozenset({SYNTAX_ERROR.code, NOT_CHECKED.code})  # unless ignored
 CHECKS: dict[str, Check] = {m.RULE.code: m.check for m in _MODULES}
 _BY_KEY = {key: rule for rule in RULES for key in (rule.code.lower(), rule.name)}
 
@@ -111,9 +144,19 @@ def parse_rules(values: Iterable[str] | str | None, option: str) -> set[str] | N
 
 
 def selected(select: Iterable[str] | str | None, ignore: Iterable[str] | str | None) -> list[Rule]:
-    """The rules to run: `select` (default: all), minus `ignore`. `syntax-error` stays on unless
-    ignored."""
+    """The rules to run: `select` (default: all), minus `ignore`. `syntax-error` and
+    `file-not-checked` stay on unless ignored. A `--select` that names no rule is a usage error."""
     chosen = parse_rules(select, "--select")
+    if chosen is not None and not chosen:
+        raise DpwiseError(
+            f"--select {_shown(select)} names no rule; give codes or names "
+            "(--select DPW004,missing-set-epoch) or ALL, or leave --select out to run every rule"
+        )
     ignored = parse_rules(ignore, "--ignore") or set()
-    codes = {r.code for r in RULES} if chosen is None else chosen | {SYNTAX_ERROR.code}
+    codes = {r.code for r in RULES} if chosen is None else chosen | ALWAYS_ON
     return [r for r in RULES if r.code in codes and r.code not in ignored]
+
+
+def _shown(values: Iterable[str] | str | None) -> str:
+    values = [values] if isinstance(values, str) else list(values or [])
+    return " ".join(repr(v) for v in values)

@@ -1,0 +1,126 @@
+"""--max-restarts: kill -9 a worker mid-run; the restarted group resumes and ends where an
+uninterrupted run ends (the parameters within 1e-6, metrics.json holding the whole run)."""
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from conftest import child_env, load_state, max_abs_diff, run_cli
+
+RUN = ["train", "--strategy", "ddp", "--nproc", "2", "--epochs", "2", "--checkpoint-every", "5"]
+RESUMED = re.compile(r"^restart 1: resuming from step (\d+) of checkpoint\.pt$", re.M)
+
+
+def _workers(launcher: int) -> list[int]:
+    """The launcher's worker processes (its children, but multiprocessing's resource tracker)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if parent == launcher and b"resource_tracker" not in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _killed_run(out: Path, delay: float) -> tuple[subprocess.CompletedProcess, int]:
+    """Start a run; `delay` s after its first checkpoint, kill -9 a random worker."""
+    args = [sys.executable, "-m", "dpwise", *RUN, "--max-restarts", "1", "--out", str(out)]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()
+    )
+    deadline = time.monotonic() + 120
+    while (
+        not (out / "checkpoint.pt").exists() and proc.poll() is None and time.monotonic() < deadline
+    ):
+        time.sleep(0.02)
+    time.sleep(delay)
+    victims = _workers(proc.pid)
+    victim = random.choice(victims) if victims else 0
+    if victim:
+        os.kill(victim, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=240)
+    return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr), victim
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds workers through /proc")
+def test_a_killed_worker_is_restarted_and_the_run_resumes_to_the_same_parameters(tmp_path):
+    straight = run_cli(*RUN, "--quiet", "--out", str(tmp_path / "straight"))
+    assert straight.returncode == 0, straight.stderr
+    expected = load_state(tmp_path / "straight" / "final.pt")
+    losses = json.loads((tmp_path / "straight" / "metrics.json").read_text())["losses"]
+    for trial in range(2):
+        out = tmp_path / f"killed{trial}"
+        proc, victim = _killed_run(out, delay=random.uniform(0.0, 1.5))
+        assert victim, "no worker to kill: the run ended before its first checkpoint"
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        resumed = RESUMED.findall(proc.stderr)
+        assert len(resumed) == 1 and int(resumed[0]) >= 5, proc.stderr[-3000:]
+        assert max_abs_diff(expected, load_state(out / "final.pt")) <= 1e-6
+        metrics = json.loads((out / "metrics.json").read_text())
+        assert metrics["restarts"] == 1 and metrics["resumed_at_step"] == int(resumed[0])
+        assert metrics["losses"] == pytest.approx(losses, abs=1e-6)
+        assert [e["steps"] for e in metrics["epochs"]] == [39, 39]
+        assert not list(out.glob(".*.tmp"))  # a write the kill interrupted left nothing
+
+
+@pytest.mark.parametrize(("restarts", "fresh"), [(1, "1"), (0, None)])
+def test_restartable_launches_give_each_attempt_its_own_store(monkeypatch, restarts, fresh):
+    """The shared agent store kept a dead attempt's keys (pytorch#135712): opt out of it."""
+    from torch.distributed import launcher
+
+    from dpwise.config import TrainConfig
+    from dpwise.env import DistEnv
+    from dpwise.launch import launch
+    from dpwise.plan import Hardware, resolve
+
+    seen = []
+    monkeypatch.delenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", raising=False)
+    monkeypatch.setattr(
+        launcher.api,
+        "elastic_launch",
+        lambda cfg, fn: (
+            lambda *a: seen.append(os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE"))
+        ),
+    )
+    cfg = TrainConfig(strategy="ddp", nproc=2, max_restarts=restarts)
+    launch(resolve(cfg, Hardware.detect(), DistEnv()), print)
+    assert seen == [fresh] and "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in os.environ
+
+
+def test_static_rendezvous_refuses_restarts():
+    from dpwise.config import TrainConfig
+    from dpwise.errors import DpwiseError
+
+    with pytest.raises(DpwiseError, match="--max-restarts 1 needs --rdzv-backend c10d"):
+        TrainConfig(strategy="ddp", rdzv_backend="static", max_restarts=1, rdzv_endpoint="h:1")
+
+
+def test_a_restart_without_a_checkpoint_of_this_launch_starts_again(tmp_path, userpkg):
+    """A checkpoint another launch left in --out is not this run's: step 0 (or --resume's)."""
+    from dpwise.config import TrainConfig
+    from dpwise.env import DistEnv
+    from dpwise.restart import attempt_for
+    from helpers_train import train_here
+
+    tiny = {"model": "userpkg:tiny_model", "data": "userpkg:tiny_data", "batch_size": 8}
+    train_here(tmp_path, epochs=1, checkpoint_every=4, **tiny)  # run id None: another launch
+    cfg = TrainConfig(out=tmp_path, epochs=2, checkpoint_every=4, **tiny)
+    env = DistEnv(run_id="this-launch", restart_count=1, under_launcher=True)
+    first = attempt_for(cfg, env)
+    assert first.state is None and first.notice == (
+        "restart 1: no checkpoint yet; starting again from step 0"
+    )
+    resumed = attempt_for(replace(cfg, resume=tmp_path / "checkpoint.pt"), env)
+    assert resumed.notice == "restart 1: resuming from step 8 of checkpoint.pt"

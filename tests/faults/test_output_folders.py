@@ -100,7 +100,7 @@ def test_a_stopped_compare_rerun_leaves_the_old_report_with_its_own_runs(tmp_pat
     try:
         _wait_for(out / ".dpwise-partial" / "runs" / "single" / "final.pt", rerun)
         rerun.send_signal(signal.SIGTERM)
-        assert rerun.wait(timeout=60) == 130
+        assert rerun.wait(timeout=60) == 143  # 128 + SIGTERM
     finally:
         rerun.kill()
     assert _files(out) == before, "the stopped rerun changed the old report or its runs"

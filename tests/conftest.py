@@ -70,3 +70,23 @@ def _no_launcher_env(monkeypatch):
     """Tests run as plain processes, never as torchrun workers."""
     for key in ("TORCHELASTIC_RUN_ID", "LOCAL_RANK", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
         monkeypatch.delenv(key, raising=False)
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below ``root`` (children, their children …), from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parents[int(entry)] = int(fh.read().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    found, grew = set(), True
+    while grew:
+        grew = False
+        for pid, ppid in parents.items():
+            if pid not in found and (ppid == root or ppid in found):
+                found.add(pid)
+                grew = True
+    return found

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import child_env, run_cli
+from conftest import child_env, descendants, run_cli
 from dpwise.compare.matrix import RunSpec
 from dpwise.compare.runner import rounds
 
@@ -73,25 +73,6 @@ def test_max_steps_and_threads_apply_to_every_run_each_in_its_own_process(tmp_pa
     assert len(runs[0]["samples_per_s"]["values"]) == 2
 
 
-def _descendants(root: int) -> set[int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    parents[int(entry)] = int(fh.read().rpartition(")")[2].split()[1])
-            except (OSError, ValueError, IndexError):
-                pass
-    found, grew = set(), True
-    while grew:
-        grew = False
-        for pid, ppid in parents.items():
-            if pid not in found and (ppid == root or ppid in found):
-                found.add(pid)
-                grew = True
-    return found
-
-
 @pytest.mark.slow
 def test_stopping_compare_stops_every_run_process(tmp_path):
     cmd = [sys.executable, "-m", "dpwise", "compare", "--repeats", "50", "--quiet"]
@@ -100,9 +81,9 @@ def test_stopping_compare_stops_every_run_process(tmp_path):
                             stderr=subprocess.PIPE)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while len(_descendants(proc.pid)) < 6 and time.monotonic() < deadline:
+        while len(descendants(proc.pid)) < 6 and time.monotonic() < deadline:
             time.sleep(0.5)  # single, dp, ddp × 1, the ddp × 2 launcher and its two workers
-        started = _descendants(proc.pid)
+        started = descendants(proc.pid)
         assert len(started) >= 6
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 143  # 128 + SIGTERM, as a shell reports it

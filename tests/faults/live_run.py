@@ -88,23 +88,3 @@ def survivors(pids, grace: float = 10.0) -> list[int]:
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     return [p for p in pids if alive(p)]
-
-
-def descendants(root: int) -> set[int]:
-    """Every process below ``root`` (children, their children …), from /proc."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    parents[int(entry)] = int(fh.read().rpartition(")")[2].split()[1])
-            except (OSError, ValueError, IndexError):
-                pass
-    found, grew = set(), True
-    while grew:
-        grew = False
-        for pid, ppid in parents.items():
-            if pid not in found and (ppid == root or ppid in found):
-                found.add(pid)
-                grew = True
-    return found

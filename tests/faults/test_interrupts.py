@@ -8,8 +8,9 @@ import signal
 import time
 
 import pytest
-from live_run import LiveRun, descendants, survivors
+from live_run import LiveRun, survivors
 
+from conftest import descendants
 from dpwise import interrupts
 from dpwise.atomic import atomic_files
 

@@ -141,6 +141,14 @@ def test_params_refuses_other_text_in_one_line(text, capsys):
     assert f"'{text}' is not a parameter count; write it like 7e9, 7B, 350M" in err
 
 
+@pytest.mark.parametrize("text", ["1e400", "2e18"])
+def test_params_beyond_counting_is_one_line_not_an_overflow(text, capsys):
+    assert main(["advise", "--params", text]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert f"'{text}' is more than 1e+18 parameters" in err
+
+
 def test_help_shows_the_size_formats(capsys):
     with pytest.raises(SystemExit):
         main(["advise", "--help"])

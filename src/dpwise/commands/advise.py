@@ -30,6 +30,7 @@ examples:
 
 SIZE_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 SIZE_EXAMPLES = "7e9, 7B, 350M, 1.3b, 1.5T or 7_000_000_000"
+MAX_PARAMS = 10**18  # a million times the largest models trained; floats overflow far above
 _SIZE = re.compile(r"([0-9][0-9_]*(?:\.[0-9_]*)?(?:e[+-]?[0-9]+)?)([kmbgt]?)", re.IGNORECASE)
 
 
@@ -44,7 +45,13 @@ def model_size(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a parameter count; write it like {SIZE_EXAMPLES}"
         )
-    return int((value * SIZE_SUFFIXES[match[2].upper()]).to_integral_value())
+    count = int((value * SIZE_SUFFIXES[match[2].upper()]).to_integral_value())
+    if count > MAX_PARAMS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is more than {MAX_PARAMS:.0e} parameters, beyond what the estimate can "
+            f"count; write the model's size like {SIZE_EXAMPLES}"
+        )
+    return count
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -70,3 +70,30 @@ def test_failing_or_wrong_factories_are_one_line_errors(userpkg):
         DpwiseError, match="--model userpkg:tiny_model: the factory raised TypeError"
     ):
         bad_arg.build_model()
+
+
+def test_a_factory_in_the_current_folder_is_found_as_python_m_would(tmp_path):
+    """`dpwise train --model mymodel:build` from the project folder, through the console script
+    (whose sys.path lacks the current folder); a local file never hides an installed package."""
+    import subprocess
+    import sys
+
+    from conftest import child_env
+
+    (tmp_path / "mymodel_here.py").write_text(
+        "import torch\n"
+        "def build():\n    return torch.nn.Linear(4, 2)\n"
+        "def data(seed=0):\n    return torch.randn(32, 4), torch.randint(0, 2, (32,))\n"
+    )
+    (tmp_path / "json.py").write_text("raise SystemExit('the local json.py was imported')\n")
+    code = (
+        "import sys; sys.path = [p for p in sys.path if p not in ('', sys.argv[1])]; "
+        "from dpwise.cli import main; "
+        "raise SystemExit(main(['train', '--model', 'mymodel_here:build', '--data', "
+        "'mymodel_here:data', '--batch-size', '8', '--epochs', '1', '--quiet']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr

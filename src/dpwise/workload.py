@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -44,6 +46,19 @@ BUILTINS: dict[str, Builtin] = {
 }
 
 
+def _import_module(name: str) -> Any:
+    """Import ``name``; a module in the current folder is found too, as with ``python -m``, but
+    after the installed packages, so a local file never hides one (the workers inherit the path)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        if exc.name != name.split(".")[0] or here in sys.path or "" in sys.path:
+            raise
+        sys.path.append(here)
+        return importlib.import_module(name)
+
+
 def load_factory(spec: str, flag: str) -> Callable[..., Any]:
     """Import ``pkg.module:factory``; every failure is one DpwiseError naming the spec."""
     module_name, sep, attr = spec.partition(":")
@@ -54,7 +69,7 @@ def load_factory(spec: str, flag: str) -> Callable[..., Any]:
             "(torchvision:NAME, timm:NAME, transformers:TYPE) nor pkg.module:factory"
         )
     try:
-        module = importlib.import_module(module_name)
+        module = _import_module(module_name)
     except SystemExit as exc:
         raise DpwiseError(
             f"{flag} {spec}: importing {module_name} called sys.exit({exc.code!r})"

@@ -236,10 +236,24 @@ class Guards:
         stmt = self.ctx.statement_of(node)
         return stmt is not None and stmt in self._statements(scope)
 
+    def conditional(self, node: ast.AST) -> bool:
+        """Is `node` the rank-0 side of a conditional expression
+        (`SummaryWriter() if rank == 0 else None`)?"""
+        child = node
+        for parent in self.ctx.ancestors(node):
+            if isinstance(parent, ast.IfExp) and child is not parent.test:
+                kind = classify(parent.test, self.aliases)
+                if kind == (RANK0 if child is parent.body else NOT_RANK0):
+                    return True
+            if isinstance(parent, ast.stmt):
+                return False
+            child = parent
+        return False
+
     def status(self, node: ast.Call) -> bool | None:
         """True: rank 0 only; False: runs on every rank on some path; None: cannot tell
         (inside a function this file never calls)."""
         scope = self.ctx.scope(node)
-        if self.local(scope, node):
+        if self.local(scope, node) or self.conditional(node):
             return True
         return holds_on_entry(self.ctx, scope, self.local)

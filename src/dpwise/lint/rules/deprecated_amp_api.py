@@ -15,6 +15,8 @@ Checks for the device-specific AMP entry points that PyTorch has deprecated:
 `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`, `torch.cuda.amp.custom_fwd` /
 `custom_bwd`, `torch.cpu.amp.autocast` and `torch.cpu.amp.GradScaler`, however imported
 (`from torch.cuda.amp import autocast, GradScaler` included). Each use is reported, not the import.
+A use inside the `except` of a `try` that already uses `torch.amp` is a fallback for older PyTorch
+and is not reported.
 
 ## Why is this bad?
 They emit a `FutureWarning` ("`torch.cuda.amp.autocast(args...)` is deprecated. Please use
@@ -64,8 +66,30 @@ def _hit(node: ast.AST, q: str) -> Hit:
     )
 
 
+def _uses_torch_amp(ctx: FileContext, body: list[ast.stmt]) -> bool:
+    return any(
+        isinstance(n, ast.Attribute | ast.Name) and (ctx.qual(n) or "").startswith("torch.amp.")
+        for stmt in body
+        for n in ast.walk(stmt)
+    )
+
+
+def _fallback(ctx: FileContext, call: ast.Call) -> bool:
+    """Inside the `except` of a `try` that already uses `torch.amp`: the old API is the fallback
+    for a PyTorch without it."""
+    handler = None
+    for parent in ctx.ancestors(call):
+        if isinstance(parent, ast.ExceptHandler):
+            handler = parent
+        elif handler in getattr(parent, "handlers", ()) and _uses_torch_amp(ctx, parent.body):  # type: ignore[attr-defined]
+            return True
+    return False
+
+
 def check(ctx: FileContext) -> Iterator[Hit]:
     for call in ctx.calls_to(N.DEPRECATED_AMP):
+        if _fallback(ctx, call):
+            continue
         yield _hit(call, ctx.qual(call.func))  # type: ignore[arg-type]
     for info in ctx.idx.functions.values():
         for decorator in info.node.decorator_list:

@@ -6,7 +6,8 @@ from a rank, such as `gpu_id = int(os.environ["LOCAL_RANK"])`),
 `if int(os.environ["RANK"]) == 0:`, `if not rank:`, flags named like `is_main`, `is_master`,
 `master_process`, `is_main_process()`, `accelerator.is_main_process`, `trainer.is_global_zero`,
 `rank == 0 and ...`, the `else:` of `if rank != 0:`, early exits (`if rank != 0: return` guards the
-rest of the block), and decorators such as `@rank_zero_only`. A function is guarded when every
+rest of the block), decorators such as `@rank_zero_only`, and the rank-0 side of a conditional
+expression (`SummaryWriter() if rank == 0 else None`). A function is guarded when every
 same-file call site of it is guarded. In a script that starts its workers with `mp.spawn`, the
 `if __name__ == "__main__":` block runs in the parent process only, so it counts as guarded.
 """

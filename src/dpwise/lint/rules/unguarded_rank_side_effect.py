@@ -17,19 +17,23 @@ Checks DDP scripts (files that build a `DistributedDataParallel`, or scripts tha
 `init_process_group`) for side effects that should happen once, run outside a rank-0 guard:
 `torch.save`, `np.save*`, `json.dump` / `pickle.dump` / `yaml.dump`, `open(..., "w"/"a"/"x")`,
 `Path.write_text`, `.to_csv`, `.savefig`, `.save_pretrained`, `shutil.copy*`, a `SummaryWriter`,
-and `print` of metrics (a `print` that mentions a loss, an accuracy, a score...).
+and `print` of metrics (a `print` that formats a value and mentions a loss, an accuracy,
+a score...).
 
 Guards recognised: `if rank == 0:`, `if dist.get_rank() == 0:`, `if local_rank in (-1, 0):`,
 `if self.gpu_id == 0:` (a worker's GPU index, or any name assigned from a rank),
 `if not rank:`, flags named like `is_main`, `is_master`, `master_process`, `is_main_process()`,
-`cond and rank == 0`, the `else:` of `if rank != 0:`, an early `if rank != 0: return`, and
-decorators like `@rank_zero_only`. A function is guarded when every same-file call of it is.
+`cond and rank == 0`, the `else:` of `if rank != 0:`, an early `if rank != 0: return`,
+decorators like `@rank_zero_only`, and the rank-0 side of `x if rank == 0 else None`.
+A function is guarded when every same-file call of it is.
 
 Not reported: writes whose path or text contains the rank (`f"ckpt_rank{rank}.pt"`,
 `print(f"rank {rank}: epoch {epoch} done")` are deliberately per rank; the guide's
 `print(f"Rank {rank} Epoch {epoch} completed")` is such a progress line), progress prints that
-mention no metric, and side effects inside functions this file never calls (whoever calls them
-decides). `torch.distributed.checkpoint.save` is collective and must run on every rank; it is not
+mention no metric, constant status lines (`print("start training")`), prints with `force=True`,
+messages on an error path (the block ends in `raise` or `sys.exit(...)`), and side effects inside
+functions this file never calls (whoever calls them decides).
+`torch.distributed.checkpoint.save` is collective and must run on every rank; it is not
 `torch.save` and is not reported.
 
 ## Why is this bad?
@@ -89,6 +93,10 @@ def _inside_written_open(ctx: FileContext, call: ast.Call) -> bool:
 
 
 def _reports_metrics(call: ast.Call) -> bool:
+    """A print of a value named like a metric; a constant status line reports nothing."""
+    values = [*call.args, *(k.value for k in call.keywords if k.arg is not None)]
+    if all(isinstance(v, ast.Constant) for v in values):
+        return False
     words: set[str] = set()
     for node in ast.walk(call):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -115,9 +123,35 @@ def _describe(ctx: FileContext, call: ast.Call) -> str | None:
         return '`.open("w")`'
     if isinstance(func, ast.Attribute) and name in _METHODS and (call.args or call.keywords):
         return f"`.{name}(...)`"
-    if builtin and name == "print" and _reports_metrics(call):
+    if builtin and name == "print" and _reports_metrics(call) and not _deliberate(ctx, call):
         return "`print` of metrics"
     return None
+
+
+def _ends_in_error(block: list[ast.stmt]) -> bool:
+    last = block[-1] if block else None
+    if isinstance(last, ast.Raise):
+        return True
+    return (
+        isinstance(last, ast.Expr)
+        and isinstance(last.value, ast.Call)
+        and N.last_name(last.value.func) in ("exit", "_exit")
+    )
+
+
+def _deliberate(ctx: FileContext, call: ast.Call) -> bool:
+    """`print(..., force=True)` (every rank on purpose), or a message on an error path: the
+    block ends in `raise` or `sys.exit(...)`."""
+    force = keyword(call, "force")
+    if isinstance(force, ast.Constant) and force.value is True:
+        return True
+    stmt = ctx.statement_of(call)
+    parent = ctx.idx.parents.get(stmt) if stmt is not None else None
+    for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and stmt in block:
+            return _ends_in_error(block)
+    return False
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:

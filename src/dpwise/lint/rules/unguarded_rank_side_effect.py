@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.guards import Guards, mentions_rank
+from dpwise.lint.index import MODULE
 from dpwise.lint.loaders import keyword, tokens
 from dpwise.lint.model import Hit, Rule
 
@@ -27,7 +28,8 @@ Guards recognised: `if rank == 0:`, `if dist.get_rank() == 0:`, `if local_rank i
 decorators like `@rank_zero_only`, and the rank-0 side of `x if rank == 0 else None`.
 A function is guarded when every same-file call of it is.
 
-Not reported: writes whose path or text contains the rank (`f"ckpt_rank{rank}.pt"`,
+Not reported: writes whose path or text contains the rank (`f"ckpt_rank{rank}.pt"`, or a
+variable built from it earlier by `+`, an f-string, `os.path.join` or `Path`;
 `print(f"rank {rank}: epoch {epoch} done")` are deliberately per rank; the guide's
 `print(f"Rank {rank} Epoch {epoch} completed")` is such a progress line), progress prints that
 mention no metric, constant status lines (`print("start training")`), prints with `force=True`,
@@ -154,13 +156,66 @@ def _deliberate(ctx: FileContext, call: ast.Call) -> bool:
     return False
 
 
+_NOT_TEXT = (ast.Compare, ast.BoolOp, ast.UnaryOp)
+_PATH_CALLS = ("join", "Path", "format", "str", "joinpath", "with_name", "with_suffix")
+
+
+def _path_parts(expr: ast.AST) -> Iterator[ast.AST]:
+    """The pieces a path or message is built from: names, f-string fields, `+` operands,
+    `os.path.join` / `Path` / `.format` arguments (not the receivers of other calls)."""
+    if isinstance(expr, ast.JoinedStr):
+        for part in expr.values:
+            if isinstance(part, ast.FormattedValue):
+                yield from _path_parts(part.value)
+    elif isinstance(expr, ast.BinOp):
+        yield from _path_parts(expr.left)
+        yield from _path_parts(expr.right)
+    elif isinstance(expr, ast.Call) and N.last_name(expr.func) in _PATH_CALLS:
+        for arg in (*expr.args, *(k.value for k in expr.keywords)):
+            yield from _path_parts(arg)
+        if isinstance(expr.func, ast.Attribute):
+            yield from _path_parts(expr.func.value)
+    else:
+        yield expr
+
+
+def _per_rank(expr: ast.AST, names: set[str]) -> bool:
+    return any(
+        (isinstance(p, ast.Name) and p.id in names) or mentions_rank(p) for p in _path_parts(expr)
+    )
+
+
+def per_rank_names(ctx: FileContext) -> dict[str, set[str]]:
+    """Per scope, names assigned a path or text built from the rank, directly or through another
+    such name: `out = os.path.join(root, f"rank{rank}")`, then `path = out + "/model.pt"`."""
+    found: dict[str, set[str]] = {}
+    for scope, body in ctx.idx.assigns.items():
+        names = found.setdefault(scope, set())
+        visible = names | found.get(MODULE, set())
+        for stmt in body:  # source order: a name is built before it is used
+            if not isinstance(stmt, ast.Assign) or isinstance(stmt.value, _NOT_TEXT):
+                continue
+            if _per_rank(stmt.value, visible):
+                names |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+                visible |= names
+    return found
+
+
+def _names_rank(ctx: FileContext, call: ast.Call, per_rank: dict[str, set[str]]) -> bool:
+    if mentions_rank(call):
+        return True
+    names = per_rank.get(ctx.scope(call), set()) | per_rank.get(MODULE, set())
+    return any(_per_rank(v, names) for v in (*call.args, *(k.value for k in call.keywords)))
+
+
 def check(ctx: FileContext) -> Iterator[Hit]:
     if not ctx.is_ddp_script:
         return
     guards = Guards(ctx)
+    per_rank = per_rank_names(ctx)
     for call in ctx.idx.all_calls():
         what = _describe(ctx, call)
-        if what is None or mentions_rank(call):
+        if what is None or _names_rank(ctx, call, per_rank):
             continue
         if guards.status(call) is False:
             yield Hit(

@@ -6,7 +6,8 @@ from a rank, such as `gpu_id = int(os.environ["LOCAL_RANK"])`),
 `if int(os.environ["RANK"]) == 0:`, `if not rank:`, flags named like `is_main`, `is_master`,
 `master_process`, `is_main_process()`, `accelerator.is_main_process`, `trainer.is_global_zero`,
 `rank == 0 and ...`, the `else:` of `if rank != 0:`, early exits (`if rank != 0: return` guards the
-rest of the block), decorators such as `@rank_zero_only`, and the rank-0 side of a conditional
+rest of the block; so does `assert not args.distributed` or `assert world_size == 1`, after which
+only one process runs), decorators such as `@rank_zero_only`, and the rank-0 side of a conditional
 expression (`SummaryWriter() if rank == 0 else None`). A function is guarded when every
 same-file call site of it is guarded. In a script that starts its workers with `mp.spawn`, the
 `if __name__ == "__main__":` block runs in the parent process only, so it counts as guarded.
@@ -163,6 +164,29 @@ def rank_aliases(ctx: FileContext) -> frozenset[str]:
     return frozenset(found)
 
 
+_DISTRIBUTED_FLAGS = ("distributed", "ddp", "is_initialized", "multiprocessing")
+
+
+def single_process(test: ast.AST) -> bool:
+    """An assertion that holds only in a one-process run: `not args.distributed`,
+    `not dist.is_initialized()`, `world_size == 1`, `get_world_size() <= 1`."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(map(single_process, test.values))
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        operand = test.operand
+        name = N.last_name(operand.func if isinstance(operand, ast.Call) else operand)
+        return any(word in name.lower() for word in _DISTRIBUTED_FLAGS)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return False
+    left, op, right = test.left, test.ops[0], _number(test.comparators[0])
+    left = left.func if isinstance(left, ast.Call) else left
+    if "world_size" not in N.last_name(left).lower():
+        return False
+    return (isinstance(op, ast.Eq | ast.LtE) and right == 1) or (
+        isinstance(op, ast.Lt) and right == 2
+    )
+
+
 def _is_main_block(test: ast.AST) -> bool:
     return (
         isinstance(test, ast.Compare)
@@ -219,6 +243,9 @@ class Guards:
             if guarded:
                 out.add(stmt)
             if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                continue
+            if isinstance(stmt, ast.Assert) and single_process(stmt.test):
+                guarded = True  # the rest of this block runs only when there is one process
                 continue
             if isinstance(stmt, ast.If):
                 kind = classify(stmt.test, self.aliases)

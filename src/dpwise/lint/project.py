@@ -1,7 +1,9 @@
 """What a script imports from its sibling modules, read (never imported) on demand and cached.
 
-Only one question is asked across files: does `from common import get_dataloader` bring in a
-function that builds a `DataLoader` with no sampler and no notion of ranks? The module is looked up
+Two questions are asked across files: does `from common import get_dataloader` bring in a
+function that builds a `DataLoader` with no sampler and no notion of ranks? Does
+`from utils import init_distributed_mode` bring in a set-up helper that replaces `builtins.print`
+(so that a plain `print` after it is silent on the other ranks)? The module is looked up
 the way Python finds it when the script is run directly: beside the script (`common.py` or
 `common/__init__.py`), or relative to it for `from .data import ...`.
 """
@@ -23,6 +25,7 @@ Factories = dict[str, int]  # function name -> line of its DataLoader call
 class Project:
     def __init__(self) -> None:
         self._factories: dict[str, tuple[str, Factories]] = {}
+        self._silencers: dict[str, frozenset[str]] = {}
 
     def module_path(self, importer: str, module: str) -> str | None:
         level = len(module) - len(module.lstrip("."))
@@ -49,14 +52,62 @@ class Project:
         path, factories = self._factories[key]
         return (path, factories[func]) if func in factories else None
 
+    def silences_print(self, importer: str, module: str, func: str) -> bool:
+        """Does `module.func` replace `builtins.print` (directly or through its own helpers)?"""
+        if module.split(".")[0] in ("torch", "os", "sys", "numpy", "np"):
+            return False
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._silencers:
+            path = self.module_path(importer, module)
+            ctx = _context(path) if path else None
+            self._silencers[key] = print_silencers(ctx) if ctx is not None else frozenset()
+        return func in self._silencers[key]
 
-def _factories(path: str) -> Factories:
+
+def _context(path: str) -> FileContext | None:
     try:
         source = Path(path).read_text(encoding="utf-8")
         tree = ast.parse(source, filename=path)
-    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
-        return {}
-    return loader_factories(FileContext(path, source, tree))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+        return None
+    return FileContext(path, source, tree)
+
+
+def _factories(path: str) -> Factories:
+    ctx = _context(path)
+    return loader_factories(ctx) if ctx is not None else {}
+
+
+def replaces_print(fn: ast.AST) -> bool:
+    """`builtins.print = ...` (or `__builtin__.print`, `__builtins__["print"]`) in `fn`."""
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Attribute) and target.attr == "print":
+                owner = target.value
+                if isinstance(owner, ast.Name) and owner.id in ("builtins", "__builtin__"):
+                    return True
+            if (
+                isinstance(target, ast.Subscript)
+                and N.str_value(target.slice) == "print"
+                and N.last_name(target.value) == "__builtins__"
+            ):
+                return True
+    return False
+
+
+def print_silencers(ctx: FileContext) -> frozenset[str]:
+    """Module-level functions that replace `builtins.print`, directly or through another."""
+    direct = {k for k, info in ctx.idx.functions.items() if replaces_print(info.node)}
+    found, changed = set(direct), True
+    while changed:
+        changed = False
+        for key in ctx.idx.functions:
+            if key not in found and any(ctx.callee(c) in found for c in ctx.idx.calls.get(key, ())):
+                found.add(key)
+                changed = True
+    return frozenset(k for k in found if ctx.idx.functions[k].parent == MODULE)
 
 
 def loader_factories(ctx: FileContext) -> Factories:

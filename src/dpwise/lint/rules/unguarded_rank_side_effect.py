@@ -7,10 +7,12 @@ from collections.abc import Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
+from dpwise.lint.flow import Flow
 from dpwise.lint.guards import Guards, mentions_rank
 from dpwise.lint.index import MODULE
 from dpwise.lint.loaders import keyword, tokens
 from dpwise.lint.model import Hit, Rule
+from dpwise.lint.project import replaces_print
 
 DOCS = """\
 ## What it does
@@ -34,7 +36,9 @@ variable built from it earlier by `+`, an f-string, `os.path.join` or `Path`;
 `print(f"Rank {rank} Epoch {epoch} completed")` is such a progress line), progress prints that
 mention no metric, constant status lines (`print("start training")`), prints with `force=True`,
 messages on an error path (the block ends in `raise` or `sys.exit(...)`), and side effects inside
-functions this file never calls (whoever calls them decides).
+functions this file never calls (whoever calls them decides). A `print` after a set-up call that
+replaces `builtins.print` (a helper in this file or a sibling module, such as
+`init_distributed_mode(args)` installing a print that is silent on the other ranks) is not reported.
 `torch.distributed.checkpoint.save` is collective and must run on every rank; it is not
 `torch.save` and is not reported.
 
@@ -67,6 +71,7 @@ RULE = Rule(
     docs=DOCS,
 )
 
+_PRINT = "`print` of metrics"
 _METHODS = ("to_csv", "to_parquet", "savefig", "save_pretrained", "write_text", "write_bytes")
 _METRICS = frozenset(
     {"loss", "losses", "acc", "accuracy", "metric", "metrics", "score", "f1", "ppl"}
@@ -126,7 +131,7 @@ def _describe(ctx: FileContext, call: ast.Call) -> str | None:
     if isinstance(func, ast.Attribute) and name in _METHODS and (call.args or call.keywords):
         return f"`.{name}(...)`"
     if builtin and name == "print" and _reports_metrics(call) and not _deliberate(ctx, call):
-        return "`print` of metrics"
+        return _PRINT
     return None
 
 
@@ -208,14 +213,30 @@ def _names_rank(ctx: FileContext, call: ast.Call, per_rank: dict[str, set[str]])
     return any(_per_rank(v, names) for v in (*call.args, *(k.value for k in call.keywords)))
 
 
+def _silences_print(ctx: FileContext, call: ast.Call) -> bool:
+    """A set-up call that replaces `builtins.print` (`init_distributed_mode(args)` from a sibling
+    module that installs a print that is silent on the other ranks)."""
+    key = ctx.callee(call)
+    if key is not None:
+        return replaces_print(ctx.function_node(key))
+    q = ctx.qual(call.func)
+    if ctx.project is None or q is None or "." not in q.lstrip("."):
+        return False
+    module, _, func = q.rpartition(".")
+    return ctx.project.silences_print(ctx.path, module, func)
+
+
 def check(ctx: FileContext) -> Iterator[Hit]:
     if not ctx.is_ddp_script:
         return
     guards = Guards(ctx)
     per_rank = per_rank_names(ctx)
+    quiet = Flow(ctx, _silences_print)
     for call in ctx.idx.all_calls():
         what = _describe(ctx, call)
         if what is None or _names_rank(ctx, call, per_rank):
+            continue
+        if what == _PRINT and quiet.established(ctx.scope(call), call):
             continue
         if guards.status(call) is False:
             yield Hit(

@@ -4,7 +4,8 @@ Names are followed through assignments in source order within a function (`model
 then `model.state_dict()`; a later `model = model.module` unwraps), through `self.model = DDP(...)`
 across a class's methods, and into same-file functions through their parameters
 (`save(ddp_model)` makes `model` a wrapper inside `def save(model)`). `x.module`, calls other than
-`.to()` / `.cuda()` and conditional expressions are not wrappers.
+`.to()` / `.cuda()` and conditional expressions are not wrappers, and neither is a name whose
+`if`/`else` assigns `x.module` in one branch and `x` in the other.
 """
 
 from __future__ import annotations
@@ -95,6 +96,8 @@ class Wrappers:
         earlier = [e for e in self.names[scope].get(name, ()) if e[0] < at]
         if earlier:
             last_at, _, value = earlier[-1]
+            if self._unwrapped_in_other_branch(scope, last_at, name):
+                return None
             return self.kind(value, scope, last_at, depth + 1)
         info = self.ctx.idx.functions.get(scope)
         if info is not None and name in info.params:
@@ -102,6 +105,22 @@ class Wrappers:
         if scope != MODULE and name in self.names[MODULE]:
             return self._name(name, MODULE, _END, depth + 1)
         return None
+
+    def _unwrapped_in_other_branch(self, scope: str, at: tuple[int, int], name: str) -> bool:
+        """`if distributed: g = model.module` / `else: g = model`: the author unwraps where
+        the model is wrapped (like `model.module if distributed else model`)."""
+        stmt = next((s for s in self.ctx.idx.assigns[scope] if pos(s) == at), None)
+        branch = self.ctx.idx.parents.get(stmt) if stmt is not None else None
+        if not isinstance(branch, ast.If):
+            return False
+        other = branch.orelse if stmt in branch.body else branch.body
+        return any(
+            isinstance(s, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in s.targets)
+            and isinstance(s.value, ast.Attribute)
+            and s.value.attr == "module"
+            for s in other
+        )
 
     def _param(self, scope: str, index: int, name: str, depth: int) -> str | None:
         for caller, call in self.ctx.callers.get(scope, ()):

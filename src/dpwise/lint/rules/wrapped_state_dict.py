@@ -19,7 +19,8 @@ later passed to `torch.save` or `safetensors.torch.save_file`, an argument of a 
 that saves) or returned. The wrapper is followed through assignments (`model = DDP(model)`), through
 `self.model = DDP(...)` in a class, and into same-file functions through their parameters
 (`save_checkpoint(ddp_model, ...)`). `model.module.state_dict()` is what it should be and is not
-reported.
+reported; neither is a name unwrapped where the model may be wrapped
+(`g = generator.module if distributed else generator`, or the same as an `if`/`else`).
 
 ## Why is this bad?
 The wrapper holds the model as `.module`, so every key gets a `module.` prefix

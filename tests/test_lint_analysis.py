@@ -165,6 +165,56 @@ def test_prints_without_metrics_are_progress_not_results() -> None:
     assert side_effects(body) == [7]
 
 
+def test_a_single_process_assertion_guards_the_rest_of_its_block() -> None:
+    body = """\
+    dist.init_process_group("gloo")
+    def evaluate(args, distributed, world_size):
+        if args.test:
+            assert not distributed, "one process"
+            torch.save({}, "a.pt")
+        if args.eval:
+            assert world_size == 1
+            torch.save({}, "b.pt")
+        torch.save({}, "c.pt")
+    evaluate(None, False, 1)
+    """
+    assert side_effects(body) == [12]
+
+
+def test_print_silencers_follow_same_module_helpers() -> None:
+    from dpwise.lint.project import print_silencers
+
+    ctx = ctx_of(
+        """\
+        import builtins
+        def _quiet(is_main):
+            builtins.print = lambda *a, **k: None
+        def init_mode(args):
+            _quiet(args.rank == 0)
+        def unrelated():
+            pass
+        """
+    )
+    assert print_silencers(ctx) == {"_quiet", "init_mode"}
+
+
+def test_a_path_variable_carries_the_rank_only_in_its_own_scope() -> None:
+    body = """\
+    import os
+    dist.init_process_group("gloo")
+    def shard(rank):
+        name = "part" + str(rank)
+        path = os.path.join("out", name + ".pt")
+        torch.save({}, path)
+    def final():
+        path = "final.pt"
+        torch.save({}, path)
+    shard(0)
+    final()
+    """
+    assert side_effects(body) == [12]
+
+
 # -- flow through same-file functions -------------------------------------------------------------
 def init_order(body: str) -> list[int]:
     source = DDP_HEADER + textwrap.dedent(body)

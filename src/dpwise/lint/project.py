@@ -16,6 +16,7 @@ from pathlib import Path
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
+from dpwise.lint.flow import Flow
 from dpwise.lint.index import MODULE
 from dpwise.lint.loaders import has_sampler, rank_aware, says_eval
 
@@ -26,6 +27,7 @@ class Project:
     def __init__(self) -> None:
         self._factories: dict[str, tuple[str, Factories]] = {}
         self._silencers: dict[str, frozenset[str]] = {}
+        self._group_makers: dict[str, frozenset[str]] = {}
 
     def module_path(self, importer: str, module: str) -> str | None:
         level = len(module) - len(module.lstrip("."))
@@ -62,6 +64,18 @@ class Project:
             ctx = _context(path) if path else None
             self._silencers[key] = print_silencers(ctx) if ctx is not None else frozenset()
         return func in self._silencers[key]
+
+    def creates_group(self, importer: str, module: str, func: str) -> bool:
+        """Does the sibling module's function `func` call `init_process_group` (directly or
+        through its own module's functions)?"""
+        if module.split(".")[0] in ("torch", "os", "sys", "numpy", "np"):
+            return False
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._group_makers:
+            path = self.module_path(importer, module)
+            ctx = _context(path) if path else None
+            self._group_makers[key] = group_makers(ctx) if ctx is not None else frozenset()
+        return func in self._group_makers[key]
 
 
 def _context(path: str) -> FileContext | None:
@@ -108,6 +122,16 @@ def print_silencers(ctx: FileContext) -> frozenset[str]:
                 found.add(key)
                 changed = True
     return frozenset(k for k in found if ctx.idx.functions[k].parent == MODULE)
+
+
+def group_makers(ctx: FileContext) -> frozenset[str]:
+    """Module-level functions that create a process group when called."""
+    flow = Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)
+    return frozenset(
+        key
+        for key, info in ctx.idx.functions.items()
+        if info.parent == MODULE and info.class_key is None and flow.reaches(key)
+    )
 
 
 def loader_factories(ctx: FileContext) -> Factories:

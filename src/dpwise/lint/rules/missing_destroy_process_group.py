@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
+from dpwise.lint.index import pos
 from dpwise.lint.model import Hit, Rule
 
 DOCS = """\
@@ -13,7 +15,10 @@ DOCS = """\
 Checks scripts (files with an `if __name__ == "__main__":` block, or distributed set-up at module
 level) that call `init_process_group` for a call of `destroy_process_group` anywhere in the same
 file (directly or in a same-file `cleanup()`). A call into another module named like a clean-up
-(`utils.cleanup()`, `teardown_distributed()`) is trusted to destroy the group. Library modules
+(`utils.cleanup()`, `teardown_distributed()`) is trusted to destroy the group. A script whose
+process group is created by a set-up helper in a sibling module (`init_distributed_mode(args)`
+defined in `utils.py` beside it, which calls `init_process_group`) owns that group and is checked
+the same way. Library modules
 that create a process group on their caller's behalf are not checked: the caller owns it.
 
 ## Why is this bad?
@@ -67,6 +72,31 @@ def _cleans_up(ctx: FileContext) -> bool:
     return False
 
 
+def _helper_inits(ctx: FileContext) -> list[ast.Call]:
+    """Calls of a sibling module's function that creates the process group
+    (`init_distributed_mode(args)` defined in `utils.py` beside the script)."""
+    if ctx.project is None:
+        return []
+    found = []
+    for call in ctx.idx.all_calls():
+        q = ctx.qual(call.func)
+        if q is None or ctx.callee(call) is not None or "." not in q.lstrip("."):
+            continue
+        module, _, func = q.rpartition(".")
+        if ctx.project.creates_group(ctx.path, module, func):
+            found.append(call)
+    return sorted(found, key=pos)
+
+
 def check(ctx: FileContext) -> Iterator[Hit]:
-    if ctx.init_calls and ctx.is_script and not _cleans_up(ctx):
-        yield Hit(ctx.init_calls[0])
+    if not ctx.is_script:
+        return
+    if ctx.init_calls:
+        if not _cleans_up(ctx):
+            yield Hit(ctx.init_calls[0])
+        return
+    helpers = _helper_inits(ctx)
+    if helpers and not _cleans_up(ctx):
+        name = N.last_name(helpers[0].func)
+        message = f"`{name}` creates the process group but `destroy_process_group` is never called"
+        yield Hit(helpers[0], message=message)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.index import MODULE
-from dpwise.lint.loaders import keyword
+from dpwise.lint.loaders import assigned_values, keyword
 from dpwise.lint.model import Hit, Rule
 
 DOCS = """\
@@ -17,7 +17,10 @@ DOCS = """\
 Checks for `MASTER_PORT` set to a literal: `os.environ["MASTER_PORT"] = "29500"` (a string, an int,
 `str(29500)`, or a module-level constant such as `PORT = "12355"`), `os.environ.update(MASTER_PORT=
 "29500")` / `os.environ.update({"MASTER_PORT": "29500"})`, and a literal port in
-`init_process_group(init_method="tcp://host:23456")`.
+`init_process_group(init_method="tcp://host:23456")`, also when the literal reaches `init_method`
+through a variable (`url = f"tcp://{host}:{port}"` with `port = 23456`, or `"tcp://host:" +
+str(port)`) or through an `args.` attribute whose `add_argument(..., default=...)` is a literal
+(`--dist-url` defaulting to `"tcp://127.0.0.1:23456"`, `--port` defaulting to `29500`).
 
 `os.environ.setdefault("MASTER_PORT", "29500")`, `os.environ.get("MASTER_PORT", "29500")` and an
 assignment under `if "MASTER_PORT" not in os.environ:` are not reported: they only supply a
@@ -115,12 +118,55 @@ def _environ_writes(ctx: FileContext) -> Iterator[tuple[ast.AST, ast.AST]]:
 def _init_methods(ctx: FileContext) -> Iterator[ast.AST]:
     for call in ctx.init_calls:
         method = keyword(call, "init_method") or (call.args[1] if len(call.args) > 1 else None)
-        if isinstance(method, ast.JoinedStr):
-            text = "".join(N.str_value(v) or "{}" for v in method.values)
-        else:
-            text = N.str_value(method) or "" if method is not None else ""
-        if _TCP.match(text):
-            yield method  # type: ignore[misc]
+        if method is not None and _TCP.match(_text(ctx, method, ctx.scope(call))):
+            yield method
+
+
+def _text(ctx: FileContext, expr: ast.AST, scope: str, depth: int = 0) -> str:
+    """The string `expr` evaluates to, with `{}` for the parts that cannot be told: literals,
+    f-strings, `+`, `str(...)`, a name assigned once (in the function or at module level) and
+    `args.x` whose `add_argument("--x", default=...)` is in the file."""
+    if depth > 4:
+        return "{}"
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str | int):
+        return str(expr.value)
+    if isinstance(expr, ast.JoinedStr):
+        return "".join(_text(ctx, v, scope, depth + 1) for v in expr.values)
+    if isinstance(expr, ast.FormattedValue):
+        return _text(ctx, expr.value, scope, depth + 1)
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        return _text(ctx, expr.left, scope, depth + 1) + _text(ctx, expr.right, scope, depth + 1)
+    if isinstance(expr, ast.Call) and N.last_name(expr.func) == "str" and len(expr.args) == 1:
+        return _text(ctx, expr.args[0], scope, depth + 1)
+    if isinstance(expr, ast.Name) and not _param(ctx, scope, expr.id):
+        for where in dict.fromkeys((scope, MODULE)):
+            values = list(assigned_values(ctx, where, expr.id))
+            if values:
+                return _text(ctx, values[0], where, depth + 1) if len(values) == 1 else "{}"
+    if isinstance(expr, ast.Attribute):
+        default = _argument_default(ctx, expr.attr)
+        if default is not None:
+            return _text(ctx, default, MODULE, depth + 1)
+    return "{}"
+
+
+def _param(ctx: FileContext, scope: str, name: str) -> bool:
+    info = ctx.idx.functions.get(scope)
+    return info is not None and name in info.params
+
+
+def _argument_default(ctx: FileContext, dest: str) -> ast.AST | None:
+    """The `default=` of the file's one `add_argument` whose destination is `dest`."""
+    found = []
+    for call in ctx.calls_named("add_argument"):
+        flags = [N.str_value(a) or "" for a in call.args]
+        named = N.str_value(keyword(call, "dest")) if keyword(call, "dest") else None
+        longs = [
+            f.lstrip("-").replace("-", "_") for f in flags if f.startswith("--") or f[:1].isalpha()
+        ]
+        if (named or (longs[0] if longs else None)) == dest:
+            found.append(keyword(call, "default"))
+    return found[0] if len(found) == 1 else None
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:

@@ -124,3 +124,9 @@ def test_clean_corpus_info_findings_are_only_the_documented_one() -> None:
     assert [(Path(f.path).name, f.name, f.severity) for f in findings] == [
         ("resnet_bn_info.py", "batchnorm-without-sync", "info"),
     ]
+
+
+def test_wrapped_state_dict_help_names_the_users_variable() -> None:
+    path = RULE_DIRS / "wrapped-state-dict" / "bad_save_on_master.py"
+    helps = {f.help for f in lint_paths([str(path)]) if f.name == "wrapped-state-dict"}
+    assert helps == {"save `net.module.state_dict()` (the unwrapped model)"}

@@ -16,7 +16,10 @@ DOCS = """\
 Checks for `model.state_dict()` where `model` holds a `DistributedDataParallel` or `DataParallel`
 wrapper, when the result is saved (`torch.save(model.state_dict(), ...)`, a dict or variable that is
 later passed to `torch.save` or `safetensors.torch.save_file`, an argument of a same-file function
-that saves) or returned. The wrapper is followed through assignments (`model = DDP(model)`), through
+that saves, or of another module's helper named like a saver such as `save_on_master(...)` or
+`utils.save_checkpoint(...)`) or returned. The help names the expression the file uses
+(`net.module.state_dict()`).
+The wrapper is followed through assignments (`model = DDP(model)`), through
 `self.model = DDP(...)` in a class, and into same-file functions through their parameters
 (`save_checkpoint(ddp_model, ...)`). `model.module.state_dict()` is what it should be and is not
 reported; neither is a name unwrapped where the model may be wrapped
@@ -57,10 +60,21 @@ SAVES = frozenset({"torch.save", "safetensors.torch.save_file", "safetensors.tor
 
 
 def _saves(ctx: FileContext, call: ast.Call) -> bool:
-    if ctx.qual(call.func) in SAVES:
+    q = ctx.qual(call.func)
+    if q in SAVES:
         return True
     key = ctx.callee(call)
-    return key is not None and any(ctx.qual(c.func) in SAVES for c in ctx.idx.calls.get(key, ()))
+    if key is not None:
+        return any(ctx.qual(c.func) in SAVES for c in ctx.idx.calls.get(key, ()))
+    return _save_helper(q, N.last_name(call.func))
+
+
+def _save_helper(qual: str | None, name: str) -> bool:
+    """A call into another module named like a saver (`save_on_master(...)`,
+    `utils.save_checkpoint(...)`): a helper that writes what it is given."""
+    if (qual or "").startswith(("torch.", "numpy.", "np.")):
+        return False
+    return name.lower().startswith("save")
 
 
 def _uses(node: ast.AST, names: set[str]) -> bool:
@@ -118,4 +132,10 @@ def check(ctx: FileContext) -> Iterator[Hit]:
                 call,
                 message=f"saves the state dict of a `{kind}` wrapper: every key gets a "
                 "`module.` prefix",
+                help=f"save `{_shown(func.value)}.module.state_dict()` (the unwrapped model)",
             )
+
+
+def _shown(expr: ast.AST) -> str:
+    text = ast.unparse(expr)
+    return text if len(text) <= 40 and "\n" not in text else "model"

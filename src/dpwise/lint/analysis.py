@@ -66,7 +66,25 @@ class FileContext:
     # -- file-level facts --------------------------------------------------------------------
     @cached_property
     def ddp_calls(self) -> list[ast.Call]:
-        return self.calls_to(N.DDP)
+        """`DistributedDataParallel(...)`, and calls of a sibling module's function that returns
+        one (`model = smart_ddp(model)` with `def smart_ddp(m): return DDP(m, ...)` in utils.py)."""
+        project = self.project
+        factories = [
+            call
+            for call, module, func in self.sibling_calls()
+            if project is not None and project.builds_ddp(self.path, module, func)
+        ]
+        return sorted([*self.calls_to(N.DDP), *factories], key=pos)
+
+    def sibling_calls(self) -> Iterator[tuple[ast.Call, str, str]]:
+        """(call, module, function) for calls of a function imported from another module."""
+        for call in self.idx.all_calls():
+            q = self.qual(call.func)
+            if q is None or self.callee(call) is not None or "." not in q.lstrip("."):
+                continue
+            module, _, func = q.rpartition(".")
+            if module.split(".")[0] not in ("torch", "os", "sys", "numpy", "np"):
+                yield call, module, func
 
     @cached_property
     def init_calls(self) -> list[ast.Call]:

@@ -19,6 +19,7 @@ from dpwise.lint.analysis import FileContext
 from dpwise.lint.flow import Flow
 from dpwise.lint.index import MODULE
 from dpwise.lint.loaders import has_sampler, rank_aware, says_eval
+from dpwise.lint.wrappers import Wrappers
 
 Factories = dict[str, int]  # function name -> line of its DataLoader call
 
@@ -27,7 +28,9 @@ class Project:
     def __init__(self) -> None:
         self._factories: dict[str, tuple[str, Factories]] = {}
         self._silencers: dict[str, frozenset[str]] = {}
+        self._modules: dict[str, FileContext | None] = {}
         self._group_makers: dict[str, frozenset[str]] = {}
+        self._ddp_factories: dict[str, frozenset[str]] = {}
 
     def module_path(self, importer: str, module: str) -> str | None:
         level = len(module) - len(module.lstrip("."))
@@ -65,17 +68,29 @@ class Project:
             self._silencers[key] = print_silencers(ctx) if ctx is not None else frozenset()
         return func in self._silencers[key]
 
+    def _module(self, importer: str, module: str) -> FileContext | None:
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._modules:
+            path = self.module_path(importer, module)
+            self._modules[key] = _context(path) if path else None
+        return self._modules[key]
+
     def creates_group(self, importer: str, module: str, func: str) -> bool:
         """Does the sibling module's function `func` call `init_process_group` (directly or
         through its own module's functions)?"""
-        if module.split(".")[0] in ("torch", "os", "sys", "numpy", "np"):
-            return False
         key = f"{os.path.dirname(importer)}|{module}"
         if key not in self._group_makers:
-            path = self.module_path(importer, module)
-            ctx = _context(path) if path else None
+            ctx = self._module(importer, module)
             self._group_makers[key] = group_makers(ctx) if ctx is not None else frozenset()
         return func in self._group_makers[key]
+
+    def builds_ddp(self, importer: str, module: str, func: str) -> bool:
+        """Does the sibling module's function `func` return a `DistributedDataParallel`?"""
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._ddp_factories:
+            ctx = self._module(importer, module)
+            self._ddp_factories[key] = ddp_factories(ctx) if ctx is not None else frozenset()
+        return func in self._ddp_factories[key]
 
 
 def _context(path: str) -> FileContext | None:
@@ -122,6 +137,18 @@ def print_silencers(ctx: FileContext) -> frozenset[str]:
                 found.add(key)
                 changed = True
     return frozenset(k for k in found if ctx.idx.functions[k].parent == MODULE)
+
+
+def ddp_factories(ctx: FileContext) -> frozenset[str]:
+    """Module-level functions that return a `DistributedDataParallel` they build."""
+    wrappers = Wrappers(ctx)
+    return frozenset(
+        key
+        for key, info in ctx.idx.functions.items()
+        if info.parent == MODULE
+        and info.class_key is None
+        and wrappers.returns(key) == "DistributedDataParallel"
+    )
 
 
 def group_makers(ctx: FileContext) -> frozenset[str]:

@@ -72,7 +72,10 @@ class Wrappers:
             func = expr.func
             if isinstance(func, ast.Attribute) and func.attr in _PASS_THROUGH:
                 return self.kind(func.value, scope, at, depth + 1)
-            return None
+            key = self.ctx.callee(expr)
+            if key is not None:
+                return self.returns(key, depth + 1)
+            return "DistributedDataParallel" if expr in self.ctx.ddp_calls else None
         if isinstance(expr, ast.Name):
             return self._name(expr.id, scope, at, depth)
         if (
@@ -83,6 +86,15 @@ class Wrappers:
         ):
             key = (self.ctx.class_of(scope), expr.attr)
             return self._first(self.attrs.get(key, ()), depth)
+        return None
+
+    def returns(self, key: str, depth: int = 0) -> str | None:
+        """What same-file function `key` returns: `def smart_ddp(m): return DDP(m)`."""
+        for node in ast.walk(self.ctx.function_node(key)):
+            if isinstance(node, ast.Return) and node.value is not None:
+                kind = self.kind(node.value, key, pos(node), depth + 1)
+                if kind:
+                    return kind
         return None
 
     def _first(self, entries, depth: int) -> str | None:  # type: ignore[no-untyped-def]

@@ -77,14 +77,11 @@ def _helper_inits(ctx: FileContext) -> list[ast.Call]:
     (`init_distributed_mode(args)` defined in `utils.py` beside the script)."""
     if ctx.project is None:
         return []
-    found = []
-    for call in ctx.idx.all_calls():
-        q = ctx.qual(call.func)
-        if q is None or ctx.callee(call) is not None or "." not in q.lstrip("."):
-            continue
-        module, _, func = q.rpartition(".")
-        if ctx.project.creates_group(ctx.path, module, func):
-            found.append(call)
+    found = [
+        call
+        for call, module, func in ctx.sibling_calls()
+        if ctx.project.creates_group(ctx.path, module, func)
+    ]
     return sorted(found, key=pos)
 
 

@@ -119,7 +119,7 @@ def _kept(ctx: FileContext, call: ast.Call) -> bool:
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:
-    if not ctx.calls_to(N.DDP | N.DATA_PARALLEL):
+    if not ctx.ddp_calls and not ctx.calls_to(N.DATA_PARALLEL):
         return
     wrappers = Wrappers(ctx)
     for call in ctx.calls_named("state_dict"):

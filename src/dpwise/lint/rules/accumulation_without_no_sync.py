@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.index import FUNCTIONS, LOOPS
+from dpwise.lint.loaders import assigned_values
 from dpwise.lint.model import Hit, Rule
 
 DOCS = """\
@@ -15,7 +16,9 @@ DOCS = """\
 Checks files that build a `DistributedDataParallel` for gradient accumulation without `no_sync()`:
 a loop whose body calls `.backward()` on every iteration but `optimizer.step()` (or
 `scaler.step(optimizer)`) only under an accumulation condition (`if (i + 1) % accum == 0:`, a
-name with `accum` / `micro`), or an inner loop of micro-steps that calls `.backward()` with the
+name with `accum` / `micro`, a flag assigned from such a test earlier in the function such as
+`update = (it + 1) % k == 0` then `if update:`, or a test on the name the loss is divided by:
+`loss / k` ... `if seen == k:`), or an inner loop of micro-steps that calls `.backward()` with the
 step after it. Files that use `no_sync` or toggle `require_backward_grad_sync` (nanoGPT's way)
 anywhere are not reported.
 
@@ -71,13 +74,39 @@ def _is_step(call: ast.Call) -> bool:
     return ("opt" in owner or "scaler" in owner) and "sched" not in owner
 
 
-def _accumulation_test(test: ast.AST) -> bool:
+def _accumulation_test(ctx: FileContext, loop: ast.stmt, test: ast.AST) -> bool:
+    """A modulo test, an accumulation-like name, or the name the loss is divided by
+    (`loss / k` ... `if seen == k:`), also through a flag assigned earlier
+    (`update = (it + 1) % k == 0` ... `if update:`)."""
+    divisors = _divisors(loop)
+    flags = [test]
     for node in ast.walk(test):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
-            return True
-        if any(w in N.last_name(node).lower() for w in _ACCUM_WORDS):
-            return True
+        if isinstance(node, ast.Name):
+            flags += assigned_values(ctx, ctx.scope(loop), node.id)
+    for flag in flags:
+        for node in ast.walk(flag):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+                return True
+            if any(w in N.last_name(node).lower() for w in _ACCUM_WORDS):
+                return True
+            if (
+                flag is test
+                and isinstance(node, ast.Name | ast.Attribute)
+                and ast.unparse(node) in divisors
+            ):
+                return True
     return False
+
+
+def _divisors(loop: ast.stmt) -> set[str]:
+    """What the loop divides by: `loss / k`, `loss /= k`, `loss.div(k)` (constants left out)."""
+    found = set()
+    for node in ast.walk(loop):
+        if isinstance(node, ast.BinOp | ast.AugAssign) and isinstance(node.op, ast.Div):
+            found.add(node.right if isinstance(node, ast.BinOp) else node.value)
+        elif isinstance(node, ast.Call) and N.last_name(node.func) in ("div", "div_"):
+            found.update(node.args[:1])
+    return {ast.unparse(d) for d in found if isinstance(d, ast.Name | ast.Attribute)}
 
 
 def _scan(body: list[ast.stmt], conditional: ast.AST | None, out: dict) -> None:
@@ -109,10 +138,10 @@ def _level(loop: ast.stmt) -> dict:
     return out
 
 
-def _accumulates(loop: ast.stmt) -> Iterator[Hit]:
+def _accumulates(ctx: FileContext, loop: ast.stmt) -> Iterator[Hit]:
     level = _level(loop)
     eager = [b for b, cond in level["backward"] if cond is None]
-    gated = [(s, c) for s, c in level["step"] if c is not None and _accumulation_test(c)]
+    gated = [(s, c) for s, c in level["step"] if c is not None and _accumulation_test(ctx, loop, c)]
     if eager and gated and not any(c is None for _, c in level["step"]):
         yield Hit(eager[0], message=f"{RULE.message} (`.step()` only on line {gated[0][0].lineno})")
         return
@@ -135,4 +164,4 @@ def check(ctx: FileContext) -> Iterator[Hit]:
     if "backward" not in ctx.idx.attrs:
         return
     for loop in ctx.idx.loops:
-        yield from _accumulates(loop)
+        yield from _accumulates(ctx, loop)

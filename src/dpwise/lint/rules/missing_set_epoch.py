@@ -12,8 +12,9 @@ from dpwise.lint.model import Hit, Rule
 
 DOCS = """\
 ## What it does
-Checks files that build a shuffling `DistributedSampler` and run an epoch loop (`for epoch in ...`)
-for a call of `set_epoch` with a non-constant argument (`sampler.set_epoch(epoch)`,
+Checks files that build a shuffling `DistributedSampler` and run an epoch loop (`for epoch in ...`,
+or an endless stream such as `while True: for batch in loader: yield batch`, where every pass is an
+epoch) for a call of `set_epoch` with a non-constant argument (`sampler.set_epoch(epoch)`,
 `loader.sampler.set_epoch(epoch)`, on any receiver). Samplers built with `shuffle=False` and
 samplers for evaluation data are not reported.
 
@@ -64,7 +65,23 @@ def _epoch_loop(ctx: FileContext) -> bool:
             isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target)
         ):
             return True
+        if _endless_passes(loop):
+            return True
     return False
+
+
+def _endless_passes(loop: ast.stmt) -> bool:
+    """`while True:` around a pass over an iterable (`for batch in loader: yield batch`, or
+    `yield from loader`): an endless stream where each pass is an epoch."""
+    if not isinstance(loop, ast.While) or not (
+        isinstance(loop.test, ast.Constant) and loop.test.value
+    ):
+        return False
+    return any(
+        isinstance(n, ast.For | ast.AsyncFor | ast.YieldFrom)
+        for stmt in loop.body
+        for n in ast.walk(stmt)
+    )
 
 
 def _sets_epoch(ctx: FileContext) -> bool:

@@ -130,3 +130,12 @@ def test_wrapped_state_dict_help_names_the_users_variable() -> None:
     path = RULE_DIRS / "wrapped-state-dict" / "bad_save_on_master.py"
     helps = {f.help for f in lint_paths([str(path)]) if f.name == "wrapped-state-dict"}
     assert helps == {"save `net.module.state_dict()` (the unwrapped model)"}
+
+
+def test_syntax_error_from_async_as_a_name_says_why() -> None:
+    path = RULE_DIRS / "syntax-error" / "bad_python2_async.py"
+    [finding] = lint_paths([str(path)])
+    assert "`async` is a reserved keyword since Python 3.7" in finding.message
+    assert "`non_blocking=True`" in finding.message
+    [plain] = lint_paths([str(RULE_DIRS / "syntax-error" / "bad_missing_colon.py")])
+    assert "reserved keyword" not in plain.message

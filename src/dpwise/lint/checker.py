@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 
 from dpwise.lint import files
@@ -45,12 +46,30 @@ def _finding(rule: Rule, path: str, ctx: FileContext, hit: Hit) -> Finding:
     )
 
 
+_OLD_KEYWORD = re.compile(r"(?:\.\s*|\bdef\s+)(async|await)\b|\b(async|await)\s*=(?!=)")
+
+
+def _why(text: str) -> str:
+    """A reason for errors that old code hits: `async` / `await` used as names.
+
+    Sources: bpo-30406 made both proper keywords in Python 3.7; pytorch/pytorch#3431 and #4999
+    renamed `.cuda(async=...)` to `non_blocking=...` for that reason."""
+    match = _OLD_KEYWORD.search(text)
+    if match is None:
+        return ""
+    word = match.group(1) or match.group(2)
+    renamed = "; PyTorch's `async=True` argument is `non_blocking=True` today" * (word == "async")
+    why = f"`{word}` is a reserved keyword since Python 3.7: code written for an older Python"
+    return f" ({why}{renamed})"
+
+
 def _syntax_error(path: str, source: str, exc: Exception) -> Finding:
     line = getattr(exc, "lineno", None) or 1
     col = getattr(exc, "offset", None) or 1
     lines = source.splitlines()
     text = lines[line - 1] if 0 < line <= len(lines) else ""
     detail = getattr(exc, "msg", None) or str(exc)
+    detail += _why(text)
     return Finding(
         path=path,
         line=line,

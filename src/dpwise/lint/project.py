@@ -1,9 +1,11 @@
 """What a script imports from its sibling modules, read (never imported) on demand and cached.
 
-Two questions are asked across files: does `from common import get_dataloader` bring in a
+Four questions are asked across files: does `from common import get_dataloader` bring in a
 function that builds a `DataLoader` with no sampler and no notion of ranks? Does
 `from utils import init_distributed_mode` bring in a set-up helper that replaces `builtins.print`
-(so that a plain `print` after it is silent on the other ranks)? The module is looked up
+(so that a plain `print` after it is silent on the other ranks)? Does a set-up helper call
+`init_process_group` (then the script owns the group)? Does a factory such as
+`smart_ddp(model)` return a `DistributedDataParallel`? The module is looked up
 the way Python finds it when the script is run directly: beside the script (`common.py` or
 `common/__init__.py`), or relative to it for `from .data import ...`.
 """

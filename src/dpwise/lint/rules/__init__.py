@@ -14,6 +14,7 @@ from dpwise.lint.model import Hit, Rule
 from dpwise.lint.rules import (
     accumulation_without_no_sync,
     batchnorm_without_sync,
+    collective_under_rank_guard,
     data_parallel_usage,
     ddp_before_init_process_group,
     deprecated_amp_api,
@@ -108,9 +109,12 @@ _MODULES = (
     deprecated_amp_api,
     accumulation_without_no_sync,
     batchnorm_without_sync,
+    collective_under_rank_guard,
 )
 
-RULES: tuple[Rule, ...] = (SYNTAX_ERROR, *(m.RULE for m in _MODULES), NOT_CHECKED)
+RULES: tuple[Rule, ...] = tuple(
+    sorted((SYNTAX_ERROR, NOT_CHECKED, *(m.RULE for m in _MODULES)), key=lambda r: r.code)
+)
 ALWAYS_ON = frozenset({SYNTAX_ERROR.code, NOT_CHECKED.code})  # unless ignored
 CHECKS: dict[str, Check] = {m.RULE.code: m.check for m in _MODULES}
 _BY_KEY = {key: rule for rule in RULES for key in (rule.code.lower(), rule.name)}

@@ -1,0 +1,114 @@
+"""DPW017 collective-under-rank-guard: a collective, or a DDP forward, that only rank 0 runs."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from dpwise.lint import names as N
+from dpwise.lint.analysis import FileContext
+from dpwise.lint.guards import RANK0, Guards, classify
+from dpwise.lint.index import pos
+from dpwise.lint.model import Hit, Rule
+from dpwise.lint.wrappers import Wrappers
+
+DOCS = """\
+## What it does
+Checks for a collective of `torch.distributed` (`barrier`, `all_reduce`, `broadcast`,
+`all_gather`, `reduce`, `gather`, `scatter`, their `_object` variants, `monitored_barrier`,
+`new_group`) or Accelerate's `wait_for_everyone()`, and for a forward pass of a
+`DistributedDataParallel` model, inside a rank-0-only branch: `if rank == 0:`,
+`if is_main_process():`, the rest of a block after `if rank != 0: return`, or a function
+whose every same-file call is so guarded (the guards of `unguarded-rank-side-effect`).
+Point-to-point `send` / `recv` are not collectives. A branch whose `else:` runs the same
+collective on the other ranks is not reported.
+
+## Why is this bad?
+A collective completes only when every rank of the group joins it. Rank 0 waits in it for peers
+that never arrive, and the job hangs until the collective's timeout (NCCL's default is minutes),
+with no error pointing at the line. A DDP model's forward pass is itself collective in training
+mode: it broadcasts buffers from rank 0 and prepares the gradient all-reduce, so evaluating the
+wrapped model on rank 0 alone hangs the next collective, even under `torch.no_grad()`
+(pytorch/pytorch#54059: calling `model.module(data)` for the rank-0 evaluation avoided the hang).
+
+## Example
+```python
+if rank == 0:
+    val_loss = evaluate(model(x_val), y_val)
+    dist.barrier()
+```
+
+## Use instead
+```python
+dist.barrier()  # every rank
+if rank == 0:
+    val_loss = evaluate(model.module(x_val), y_val)  # the unwrapped model
+```
+
+## References
+- https://github.com/pytorch/pytorch/issues/54059
+- https://pytorch.org/docs/stable/distributed.html#collective-functions
+"""
+
+RULE = Rule(
+    code="DPW017",
+    name="collective-under-rank-guard",
+    severity="error",
+    summary="a collective (or a DDP forward pass) runs on rank 0 only: the other ranks never join",
+    message="collective on rank 0 only: the other ranks never join and the job hangs",
+    help="run the collective on every rank (move it out of the rank-0 branch); evaluate "
+    "`model.module(...)` rather than the DDP wrapper on rank 0",
+    docs=DOCS,
+)
+
+_COLLECTIVES = frozenset(
+    {"barrier", "monitored_barrier", "all_reduce", "all_gather", "all_gather_object"}
+    | {"all_gather_into_tensor", "all_to_all", "all_to_all_single", "broadcast"}
+    | {"broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor", "gather"}
+    | {"gather_object", "scatter", "scatter_object_list", "new_group"}
+)
+_QUALS = frozenset(f"torch.distributed.{name}" for name in _COLLECTIVES)
+_METHODS = frozenset({"wait_for_everyone"})
+
+
+def _what(ctx: FileContext, wrappers: Wrappers, call: ast.Call) -> str | None:
+    q = ctx.qual(call.func)
+    if q in _QUALS:
+        return f"`{q.rsplit('.', 1)[1]}`"
+    if isinstance(call.func, ast.Attribute) and call.func.attr in _METHODS:
+        return f"`{call.func.attr}()`"
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr == "forward":
+        func = func.value
+    if isinstance(func, ast.Name | ast.Attribute):
+        kind = wrappers.kind(func, ctx.scope(call), pos(call))
+        if kind == "DistributedDataParallel":
+            return "a forward pass of the DDP model"
+    return None
+
+
+def _mirrored(ctx: FileContext, guards: Guards, call: ast.Call) -> bool:
+    """The rank-0 branch has an `else:` that makes the same call on the other ranks."""
+    name = N.last_name(call.func)
+    for parent in ctx.ancestors(call):
+        if isinstance(parent, ast.If) and classify(parent.test, guards.aliases) == RANK0:
+            other = [n for s in parent.orelse for n in ast.walk(s) if isinstance(n, ast.Call)]
+            if any(N.last_name(n.func) == name for n in other):
+                return True
+    return False
+
+
+def check(ctx: FileContext) -> Iterator[Hit]:
+    if not ctx.is_ddp_script:
+        return
+    guards = Guards(ctx)
+    guards.parent_only = False  # a spawning parent's collectives are its own concern
+    wrappers = Wrappers(ctx)
+    for call in ctx.idx.all_calls():
+        what = _what(ctx, wrappers, call)
+        if what is None or guards.status(call) is not True or _mirrored(ctx, guards, call):
+            continue
+        yield Hit(
+            call,
+            message=f"{what} runs on rank 0 only: the other ranks never join and the job hangs",
+        )

@@ -1,0 +1,43 @@
+import os
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def validate(model, rank):
+    dist.barrier()  # every rank
+    if rank == 0:
+        with torch.no_grad():
+            out = model.module(torch.randn(4, 8))  # the unwrapped model: local only
+        print(f"validation output mean {out.mean().item():.3f}")
+
+
+def share(value, rank):
+    if rank == 0:
+        objects = [value]
+        dist.broadcast_object_list(objects, src=0)
+    else:
+        objects = [None]
+        dist.broadcast_object_list(objects, src=0)
+    if rank == 0:
+        dist.send(torch.ones(1), dst=1)  # point to point, not a collective
+    return objects[0]
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank = int(os.environ["RANK"])
+    model = DDP(torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        optimizer.zero_grad()
+        model(torch.randn(4, 8)).sum().backward()
+        optimizer.step()
+    validate(model, rank)
+    share(rank, rank)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -24,6 +24,7 @@ from dpwise.lint.rules import (
     missing_distributed_sampler,
     missing_set_device,
     missing_set_epoch,
+    reentrant_checkpoint_with_ddp,
     shuffle_with_sampler,
     spawn_under_torchrun,
     unguarded_rank_side_effect,
@@ -110,6 +111,7 @@ _MODULES = (
     accumulation_without_no_sync,
     batchnorm_without_sync,
     collective_under_rank_guard,
+    reentrant_checkpoint_with_ddp,
 )
 
 RULES: tuple[Rule, ...] = tuple(

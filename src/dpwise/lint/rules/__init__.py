@@ -24,6 +24,7 @@ from dpwise.lint.rules import (
     missing_distributed_sampler,
     missing_set_device,
     missing_set_epoch,
+    no_sync_without_forward,
     reentrant_checkpoint_with_ddp,
     shuffle_with_sampler,
     spawn_under_torchrun,
@@ -112,6 +113,7 @@ _MODULES = (
     batchnorm_without_sync,
     collective_under_rank_guard,
     reentrant_checkpoint_with_ddp,
+    no_sync_without_forward,
 )
 
 RULES: tuple[Rule, ...] = tuple(

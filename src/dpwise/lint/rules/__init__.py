@@ -18,6 +18,7 @@ from dpwise.lint.rules import (
     data_parallel_usage,
     ddp_before_init_process_group,
     deprecated_amp_api,
+    find_unused_parameters,
     grad_scaler_in_loop,
     hardcoded_master_port,
     missing_destroy_process_group,
@@ -114,6 +115,7 @@ _MODULES = (
     collective_under_rank_guard,
     reentrant_checkpoint_with_ddp,
     no_sync_without_forward,
+    find_unused_parameters,
 )
 
 RULES: tuple[Rule, ...] = tuple(

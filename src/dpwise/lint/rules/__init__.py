@@ -21,6 +21,7 @@ from dpwise.lint.rules import (
     find_unused_parameters,
     grad_scaler_in_loop,
     hardcoded_master_port,
+    loss_divided_by_world_size,
     missing_destroy_process_group,
     missing_distributed_sampler,
     missing_set_device,
@@ -116,6 +117,7 @@ _MODULES = (
     reentrant_checkpoint_with_ddp,
     no_sync_without_forward,
     find_unused_parameters,
+    loss_divided_by_world_size,
 )
 
 RULES: tuple[Rule, ...] = tuple(

@@ -21,15 +21,17 @@ group) for activation checkpointing that uses the reentrant variant:
 reported.
 
 ## Why is this bad?
-The reentrant variant re-runs the checkpointed forward inside the backward pass, so DDP's
-autograd hooks see the same parameters become ready a second time, or never:
-`RuntimeError: Expected to mark a variable ready only once` (huggingface/accelerate#389 and
-#3536), most often together with `find_unused_parameters=True` or a module used twice per
-step. Without `use_reentrant`, torch 2.13's `checkpoint` warns that the argument should be passed
-explicitly and falls back to `use_reentrant=True`. `gradient_checkpointing_enable()` with no
-arguments passes `use_reentrant=False` in transformers 5.24, but older transformers releases
-filled in `{"use_reentrant": True}`: pass it explicitly so the script does not depend on the
-version. The fix changes how the backward recomputes activations, so review it.
+The reentrant variant re-runs the checkpointed forward inside the backward pass, out of sight of
+DDP's autograd hooks. Measured with torch 2.13 (CPU, gloo, two processes, a checkpointed
+`Linear`): with `find_unused_parameters=True`, the backward fails with `RuntimeError: Expected to
+mark a variable ready only once` (the error of huggingface/accelerate#389 and #3536); without it,
+when the checkpoint's input does not require grad, the second step fails with `Expected to have
+finished reduction in the prior iteration`. `use_reentrant=False` passed both. Without
+`use_reentrant`, torch 2.13's `checkpoint` warns that the argument should be passed explicitly
+and falls back to `use_reentrant=True`. `gradient_checkpointing_enable()` with no arguments
+passes `use_reentrant=False` in transformers 5.24, but older transformers releases filled in
+`{"use_reentrant": True}`: pass it explicitly so the script does not depend on the version. The
+fix changes how the backward recomputes activations, so review it.
 
 ## Example
 ```python

@@ -79,21 +79,27 @@ def _divides(expr: ast.AST) -> ast.BinOp | None:
     return None
 
 
-def _last_write(ctx: FileContext, scope: str, name: str, before: tuple[int, int]) -> ast.AST | None:
+def _divisions(ctx: FileContext, scope: str) -> list[ast.AugAssign]:
+    """The `name /= ...` statements inside `scope` (nested functions included)."""
+    return [
+        node
+        for node in ast.walk(ctx.function_node(scope))
+        if isinstance(node, ast.AugAssign)
+        and isinstance(node.op, ast.Div)
+        and isinstance(node.target, ast.Name)
+    ]
+
+
+def _last_write(
+    ctx: FileContext, scope: str, name: str, before: tuple[int, int], augs: list[ast.AugAssign]
+) -> ast.AST | None:
     """The value of the last `name = ...` (or the `name /= ...` statement) before `before`."""
     found: list[tuple[tuple[int, int], ast.AST]] = []
     for stmt in ctx.idx.assigns.get(scope, ()):
         targets = getattr(stmt, "targets", [getattr(stmt, "target", None)])
         if any(isinstance(t, ast.Name) and t.id == name for t in targets) and stmt.value:
             found.append((pos(stmt), stmt.value))  # type: ignore[attr-defined]
-    for node in ast.walk(ctx.function_node(scope)):
-        if (
-            isinstance(node, ast.AugAssign)
-            and isinstance(node.op, ast.Div)
-            and isinstance(node.target, ast.Name)
-            and node.target.id == name
-        ):
-            found.append((pos(node), node))
+    found += [(pos(a), a) for a in augs if a.target.id == name]  # type: ignore[attr-defined]
     earlier = sorted((f for f in found if f[0] < before), key=lambda f: f[0])
     return earlier[-1][1] if earlier else None
 
@@ -106,14 +112,16 @@ def _reduced(ctx: FileContext, scope: str, name: str) -> bool:
     )
 
 
-def _hit(ctx: FileContext, backward: ast.Call) -> ast.AST | None:
+def _hit(ctx: FileContext, backward: ast.Call, augs: dict[str, list]) -> ast.AST | None:
     loss = backward.func.value  # type: ignore[attr-defined]
     if isinstance(loss, ast.Call) and N.last_name(loss.func) == "scale" and loss.args:
         loss = loss.args[0]
     if not isinstance(loss, ast.Name):
         return _divides(loss)
     scope = ctx.scope(backward)
-    value = _last_write(ctx, scope, loss.id, pos(backward))
+    if scope not in augs:
+        augs[scope] = _divisions(ctx, scope)
+    value = _last_write(ctx, scope, loss.id, pos(backward), augs[scope])
     if value is None or _reduced(ctx, scope, loss.id):
         return None
     if isinstance(value, ast.AugAssign):
@@ -124,8 +132,9 @@ def _hit(ctx: FileContext, backward: ast.Call) -> ast.AST | None:
 def check(ctx: FileContext) -> Iterator[Hit]:
     if not ctx.ddp_calls:
         return
+    augs: dict[str, list] = {}
     for call in ctx.calls_named("backward"):
         if isinstance(call.func, ast.Attribute):
-            node = _hit(ctx, call)
+            node = _hit(ctx, call, augs)
             if node is not None:
                 yield Hit(node)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
-from dpwise.lint.guards import RANK0, Guards, classify
+from dpwise.lint.guards import NOT_RANK0, RANK0, Guards, classify
 from dpwise.lint.index import pos
 from dpwise.lint.model import Hit, Rule
 from dpwise.lint.wrappers import Wrappers
@@ -20,8 +20,11 @@ Checks for a collective of `torch.distributed` (`barrier`, `all_reduce`, `broadc
 `DistributedDataParallel` model, inside a rank-0-only branch: `if rank == 0:`,
 `if is_main_process():`, the rest of a block after `if rank != 0: return`, or a function
 whose every same-file call is so guarded (the guards of `unguarded-rank-side-effect`).
-Point-to-point `send` / `recv` are not collectives. A branch whose `else:` runs the same
-collective on the other ranks is not reported.
+Point-to-point `send` / `recv` are not collectives. Not reported: a collective that the same
+function also makes on the other ranks, in the `else:` of the rank-0 branch or under
+`if rank != 0:` (the "rank 0 goes first" barrier pair: the other ranks wait at
+`if rank != 0: dist.barrier()` while rank 0 downloads, then rank 0 releases them with
+`if rank == 0: dist.barrier()`).
 
 ## Why is this bad?
 A collective completes only when every rank of the group joins it. Rank 0 waits in it for peers
@@ -87,15 +90,28 @@ def _what(ctx: FileContext, wrappers: Wrappers, call: ast.Call) -> str | None:
     return None
 
 
-def _mirrored(ctx: FileContext, guards: Guards, call: ast.Call) -> bool:
-    """The rank-0 branch has an `else:` that makes the same call on the other ranks."""
-    name = N.last_name(call.func)
+def _other_ranks(ctx: FileContext, guards: Guards, call: ast.Call) -> bool:
+    """Runs on the ranks other than 0 only: under `if rank != 0:`, or a rank-0 test's `else:`."""
+    child: ast.AST = call
     for parent in ctx.ancestors(call):
-        if isinstance(parent, ast.If) and classify(parent.test, guards.aliases) == RANK0:
-            other = [n for s in parent.orelse for n in ast.walk(s) if isinstance(n, ast.Call)]
-            if any(N.last_name(n.func) == name for n in other):
+        if isinstance(parent, ast.If):
+            kind = classify(parent.test, guards.aliases)
+            if (kind == NOT_RANK0 and child in parent.body) or (
+                kind == RANK0 and child in parent.orelse
+            ):
                 return True
+        child = parent
     return False
+
+
+def _paired(ctx: FileContext, guards: Guards, call: ast.Call) -> bool:
+    """The same function makes the same collective on the other ranks: the barrier pair of
+    `if rank != 0: barrier()` ... `if rank == 0: barrier()` (rank 0 goes first), or an `else:`."""
+    name = N.last_name(call.func)
+    return any(
+        other is not call and N.last_name(other.func) == name and _other_ranks(ctx, guards, other)
+        for other in ctx.idx.calls.get(ctx.scope(call), ())
+    )
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:
@@ -106,7 +122,7 @@ def check(ctx: FileContext) -> Iterator[Hit]:
     wrappers = Wrappers(ctx)
     for call in ctx.idx.all_calls():
         what = _what(ctx, wrappers, call)
-        if what is None or guards.status(call) is not True or _mirrored(ctx, guards, call):
+        if what is None or guards.status(call) is not True or _paired(ctx, guards, call):
             continue
         yield Hit(
             call,

@@ -1,3 +1,4 @@
+import contextlib
 import os
 
 import torch
@@ -25,6 +26,20 @@ def share(value, rank):
     return objects[0]
 
 
+@contextlib.contextmanager
+def rank_zero_first(local_rank):
+    if local_rank not in (-1, 0):
+        dist.barrier()  # the other ranks wait here while rank 0 works
+    yield
+    if local_rank == 0:
+        dist.barrier()  # rank 0 releases them
+
+
+def download(rank):
+    with rank_zero_first(rank):
+        return torch.zeros(1)
+
+
 def main():
     dist.init_process_group("gloo")
     rank = int(os.environ["RANK"])
@@ -36,6 +51,7 @@ def main():
         optimizer.step()
     validate(model, rank)
     share(rank, rank)
+    download(rank)
     dist.destroy_process_group()
 
 

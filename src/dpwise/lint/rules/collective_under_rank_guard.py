@@ -28,11 +28,15 @@ function also makes on the other ranks, in the `else:` of the rank-0 branch or u
 
 ## Why is this bad?
 A collective completes only when every rank of the group joins it. Rank 0 waits in it for peers
-that never arrive, and the job hangs until the collective's timeout (NCCL's default is minutes),
-with no error pointing at the line. A DDP model's forward pass is itself collective in training
-mode: it broadcasts buffers from rank 0 and prepares the gradient all-reduce, so evaluating the
-wrapped model on rank 0 alone hangs the next collective, even under `torch.no_grad()`
-(pytorch/pytorch#54059: calling `model.module(data)` for the rank-0 evaluation avoided the hang).
+that never arrive, and the job hangs until the collective's timeout, with no error pointing at
+the line. A DDP model's forward pass can be a collective too: once the model has trained, DDP
+broadcasts the module's buffers (BatchNorm's running statistics, any `register_buffer`) from
+rank 0 at the start of each forward (`broadcast_buffers=True`, the default), even under
+`torch.no_grad()` (pytorch/pytorch#54059; calling `model.module(data)` for the rank-0
+evaluation avoided the hang there). Measured with torch 2.13 (CPU, gloo, two processes, one
+training step, then a `torch.no_grad()` forward on rank 0 only and a barrier): with a BatchNorm
+in the model both ranks timed out; a plain `Linear` (no buffers) finished. dpwise cannot see the
+buffers, so every forward of the wrapper on rank 0 alone is reported.
 
 ## Example
 ```python
@@ -86,7 +90,7 @@ def _what(ctx: FileContext, wrappers: Wrappers, call: ast.Call) -> str | None:
     if isinstance(func, ast.Name | ast.Attribute):
         kind = wrappers.kind(func, ctx.scope(call), pos(call))
         if kind == "DistributedDataParallel":
-            return "a forward pass of the DDP model"
+            return "a forward pass of the DDP model (it broadcasts the model's buffers)"
     return None
 
 

@@ -5,6 +5,16 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 1)
+        self.register_buffer("scale", torch.ones(1))  # DDP broadcasts buffers in forward
+
+    def forward(self, x):
+        return self.linear(x) * self.scale
+
+
 def validate(model, rank):
     if rank == 0:
         with torch.no_grad():
@@ -16,7 +26,7 @@ def validate(model, rank):
 def main():
     dist.init_process_group("gloo")
     rank = int(os.environ["RANK"])
-    model = DDP(torch.nn.Linear(8, 1))
+    model = DDP(Scaled())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(3):
         optimizer.zero_grad()

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.guards import NOT_RANK0, RANK0, Guards, classify
-from dpwise.lint.index import pos
+from dpwise.lint.index import MODULE, pos
 from dpwise.lint.model import Hit, Rule
 from dpwise.lint.wrappers import Wrappers
 
@@ -118,6 +118,21 @@ def _paired(ctx: FileContext, guards: Guards, call: ast.Call) -> bool:
     )
 
 
+def _rank0_only(
+    ctx: FileContext, guards: Guards, scope: str, node: ast.AST, seen: frozenset[str]
+) -> bool:
+    """Under a rank-0 guard in its function, or every same-file call of the function is (all
+    callers known: a function called from nowhere in this file, or recursively, is not)."""
+    if guards.local(scope, node):
+        return True
+    if scope == MODULE or scope in seen or ctx.spawned.get(scope):
+        return False
+    sites = ctx.callers.get(scope)
+    return bool(sites) and all(
+        _rank0_only(ctx, guards, caller, call, seen | {scope}) for caller, call in sites
+    )
+
+
 def check(ctx: FileContext) -> Iterator[Hit]:
     if not ctx.is_ddp_script:
         return
@@ -126,7 +141,9 @@ def check(ctx: FileContext) -> Iterator[Hit]:
     wrappers = Wrappers(ctx)
     for call in ctx.idx.all_calls():
         what = _what(ctx, wrappers, call)
-        if what is None or guards.status(call) is not True or _paired(ctx, guards, call):
+        if what is None or not _rank0_only(ctx, guards, ctx.scope(call), call, frozenset()):
+            continue
+        if _paired(ctx, guards, call):
             continue
         yield Hit(
             call,

@@ -40,6 +40,17 @@ def download(rank):
         return torch.zeros(1)
 
 
+class Evaluator:
+    def __init__(self, model):
+        self.model = model
+
+    def run(self, x):
+        return self.inner(x)
+
+    def inner(self, x):
+        return self.model(x)  # its callers are not known here: not rank 0 only
+
+
 def main():
     dist.init_process_group("gloo")
     rank = int(os.environ["RANK"])
@@ -52,6 +63,7 @@ def main():
     validate(model, rank)
     share(rank, rank)
     download(rank)
+    Evaluator(model).run(torch.randn(4, 8))
     dist.destroy_process_group()
 
 

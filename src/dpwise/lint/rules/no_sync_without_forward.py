@@ -15,8 +15,9 @@ DOCS = """\
 ## What it does
 Checks `with model.no_sync():` blocks (also `with nullcontext() if last else model.no_sync():`)
 whose body calls `.backward()` but never runs the model: no `model(...)`, no `model.forward(...)`,
-no call of another name for the same DDP wrapper, and no call that is handed `model` (a helper
-such as `compute_loss(model, batch)` is trusted to run it).
+no call of another name for the same DDP wrapper, no call that is handed `model` (a helper
+such as `compute_loss(model, batch)` is trusted to run it), and no assignment of the tensor the
+backward uses (`loss = self.training_step(batch)` inside the block is trusted to run it).
 
 ## Why is this bad?
 DDP decides during the forward pass whether the next backward all-reduces. Its documentation of
@@ -79,6 +80,20 @@ def _runs_model(ctx: FileContext, wrappers: Wrappers, body_call: ast.Call, model
     return False
 
 
+def _computed_inside(block: ast.With | ast.AsyncWith, backward: ast.Call) -> bool:
+    """A name the backward call uses (`loss` of `loss.backward()`, `accelerator.backward(loss)`)
+    is assigned inside the block: the loss is computed there, by code that may run the model."""
+    used = {n.id for n in ast.walk(backward) if isinstance(n, ast.Name)}
+    for stmt in block.body:
+        for node in ast.walk(stmt):
+            targets = getattr(node, "targets", None) or [getattr(node, "target", None)]
+            if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and any(
+                isinstance(t, ast.Name) and t.id in used for t in targets
+            ):
+                return True
+    return False
+
+
 def check(ctx: FileContext) -> Iterator[Hit]:
     wrappers: Wrappers | None = None
     for call in ctx.calls_named("no_sync"):
@@ -88,7 +103,8 @@ def check(ctx: FileContext) -> Iterator[Hit]:
         if block is None:
             continue
         calls = [n for s in block.body for n in ast.walk(s) if isinstance(n, ast.Call)]
-        if not any(N.last_name(c.func) == "backward" for c in calls):
+        backwards = [c for c in calls if N.last_name(c.func) == "backward"]
+        if not backwards or any(_computed_inside(block, b) for b in backwards):
             continue
         wrappers = wrappers or Wrappers(ctx)
         model = ast.dump(call.func.value)

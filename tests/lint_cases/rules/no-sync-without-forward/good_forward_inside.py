@@ -11,6 +11,19 @@ def compute_loss(model, x, y):
     return (model(x) - y).pow(2).mean() / ACCUM_STEPS
 
 
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+
+    def step(self, x, y):
+        return (self.model(x) - y).pow(2).mean()
+
+    def accumulate(self, x, y):
+        with self.model.no_sync():
+            loss = self.step(x, y)  # the method runs the model
+            loss.backward()
+
+
 def train(model, optimizer, batches):
     for i, (x, y) in enumerate(batches):
         last = (i + 1) % ACCUM_STEPS == 0
@@ -23,6 +36,7 @@ def train(model, optimizer, batches):
     for x, y in batches[:2]:
         with model.no_sync():
             compute_loss(model, x, y).backward()  # the helper runs the model
+    Trainer(model).accumulate(*batches[0])
     optimizer.zero_grad()
 
 

@@ -17,8 +17,9 @@ group) for activation checkpointing that uses the reentrant variant:
 `torch.utils.checkpoint.checkpoint(...)` / `checkpoint_sequential(...)` called without
 `use_reentrant=False` (or with `use_reentrant=True`), and a model's
 `gradient_checkpointing_enable()` called without `gradient_checkpointing_kwargs` (or with
-`{"use_reentrant": True}`). A value the file computes (`use_reentrant=args.reentrant`) is not
-reported.
+`{"use_reentrant": True}`). A value the file computes (`use_reentrant=args.reentrant`), options
+spread with `**`, and a framework's own `gradient_checkpointing_enable(use_reentrant=False)` are
+not reported.
 
 ## Why is this bad?
 The reentrant variant re-runs the checkpointed forward inside the backward pass, out of sight of
@@ -89,15 +90,24 @@ def _kwargs_reentrant(value: ast.AST | None) -> bool:
     return False
 
 
+def _spread(call: ast.Call) -> bool:
+    """`f(..., **options)`: the options may hold `use_reentrant`."""
+    return any(k.arg is None for k in call.keywords)
+
+
 def check(ctx: FileContext) -> Iterator[Hit]:
     if not ctx.is_ddp_script:
         return
     for call in ctx.calls_to(_CHECKPOINT):
+        if _spread(call):
+            continue
         given = keyword(call, "use_reentrant")
         if _reentrant(given):
             what = "without `use_reentrant=False`" if given is None else "with `use_reentrant=True`"
             yield Hit(call, message=f"`{N.last_name(call.func)}` {what}: {_TAIL}")
     for call in ctx.calls_named("gradient_checkpointing_enable"):
+        if _spread(call) or not _reentrant(keyword(call, "use_reentrant")):
+            continue
         kwargs = keyword(call, "gradient_checkpointing_kwargs")
         if kwargs is None and call.args:
             kwargs = call.args[0]

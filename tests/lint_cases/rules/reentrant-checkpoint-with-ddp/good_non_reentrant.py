@@ -10,10 +10,12 @@ class Net(torch.nn.Module):
         self.a = torch.nn.Linear(8, 8)
         self.b = torch.nn.Linear(8, 1)
         self.reentrant = reentrant
+        self.options = {"use_reentrant": False}
 
     def forward(self, x):
         h = checkpoint(self.a, x, use_reentrant=False)
         h = checkpoint(torch.relu, h, use_reentrant=self.reentrant)  # the caller's choice
+        h = checkpoint(torch.tanh, h, **self.options)
         return self.b(h)
 
 
@@ -21,6 +23,7 @@ def main():
     dist.init_process_group("gloo")
     net = Net()
     net.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    net.gradient_checkpointing_enable(use_reentrant=False)  # a framework's own signature
     model = DDP(net)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(3):

@@ -24,7 +24,8 @@ Point-to-point `send` / `recv` are not collectives. Not reported: a collective t
 function also makes on the other ranks, in the `else:` of the rank-0 branch or under
 `if rank != 0:` (the "rank 0 goes first" barrier pair: the other ranks wait at
 `if rank != 0: dist.barrier()` while rank 0 downloads, then rank 0 releases them with
-`if rank == 0: dist.barrier()`).
+`if rank == 0: dist.barrier()`), and a collective inside `with pytest.raises(...)` or
+`with self.assertRaises(...)` (a test of the timeout).
 
 ## Why is this bad?
 A collective completes only when every rank of the group joins it. Rank 0 waits in it for peers
@@ -133,6 +134,18 @@ def _rank0_only(
     )
 
 
+def _expected_to_fail(ctx: FileContext, call: ast.Call) -> bool:
+    """Inside `with self.assertRaises(...)` / `pytest.raises(...)`: a test of the timeout."""
+    for parent in ctx.ancestors(call):
+        if isinstance(parent, ast.With | ast.AsyncWith):
+            for item in parent.items:
+                expr = item.context_expr
+                name = N.last_name(expr.func) if isinstance(expr, ast.Call) else ""
+                if name == "raises" or name.startswith("assertRaises"):
+                    return True
+    return False
+
+
 def check(ctx: FileContext) -> Iterator[Hit]:
     if not ctx.is_ddp_script:
         return
@@ -143,7 +156,7 @@ def check(ctx: FileContext) -> Iterator[Hit]:
         what = _what(ctx, wrappers, call)
         if what is None or not _rank0_only(ctx, guards, ctx.scope(call), call, frozenset()):
             continue
-        if _paired(ctx, guards, call):
+        if _paired(ctx, guards, call) or _expected_to_fail(ctx, call):
             continue
         yield Hit(
             call,

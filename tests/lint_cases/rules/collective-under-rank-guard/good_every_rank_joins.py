@@ -51,6 +51,12 @@ class Evaluator:
         return self.model(x)  # its callers are not known here: not rank 0 only
 
 
+def test_barrier_times_out(rank, pytest):
+    if rank == 0:
+        with pytest.raises(RuntimeError, match="Timed out"):
+            dist.barrier()  # meant to time out: only rank 0 enters
+
+
 def main():
     dist.init_process_group("gloo")
     rank = int(os.environ["RANK"])
@@ -64,6 +70,7 @@ def main():
     share(rank, rank)
     download(rank)
     Evaluator(model).run(torch.randn(4, 8))
+    test_barrier_times_out(rank, None)
     dist.destroy_process_group()
 
 

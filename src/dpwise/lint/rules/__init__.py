@@ -14,15 +14,20 @@ from dpwise.lint.model import Hit, Rule
 from dpwise.lint.rules import (
     accumulation_without_no_sync,
     batchnorm_without_sync,
+    collective_under_rank_guard,
     data_parallel_usage,
     ddp_before_init_process_group,
     deprecated_amp_api,
+    find_unused_parameters,
     grad_scaler_in_loop,
     hardcoded_master_port,
+    loss_divided_by_world_size,
     missing_destroy_process_group,
     missing_distributed_sampler,
     missing_set_device,
     missing_set_epoch,
+    no_sync_without_forward,
+    reentrant_checkpoint_with_ddp,
     shuffle_with_sampler,
     spawn_under_torchrun,
     unguarded_rank_side_effect,
@@ -108,9 +113,16 @@ _MODULES = (
     deprecated_amp_api,
     accumulation_without_no_sync,
     batchnorm_without_sync,
+    collective_under_rank_guard,
+    reentrant_checkpoint_with_ddp,
+    no_sync_without_forward,
+    find_unused_parameters,
+    loss_divided_by_world_size,
 )
 
-RULES: tuple[Rule, ...] = (SYNTAX_ERROR, *(m.RULE for m in _MODULES), NOT_CHECKED)
+RULES: tuple[Rule, ...] = tuple(
+    sorted((SYNTAX_ERROR, NOT_CHECKED, *(m.RULE for m in _MODULES)), key=lambda r: r.code)
+)
 ALWAYS_ON = frozenset({SYNTAX_ERROR.code, NOT_CHECKED.code})  # unless ignored
 CHECKS: dict[str, Check] = {m.RULE.code: m.check for m in _MODULES}
 _BY_KEY = {key: rule for rule in RULES for key in (rule.code.lower(), rule.name)}

@@ -1,0 +1,53 @@
+import contextlib
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+ACCUM_STEPS = 4
+
+
+def compute_loss(model, x, y):
+    return (model(x) - y).pow(2).mean() / ACCUM_STEPS
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+
+    def step(self, x, y):
+        return (self.model(x) - y).pow(2).mean()
+
+    def accumulate(self, x, y):
+        with self.model.no_sync():
+            loss = self.step(x, y)  # the method runs the model
+            loss.backward()
+
+
+def train(model, optimizer, batches):
+    for i, (x, y) in enumerate(batches):
+        last = (i + 1) % ACCUM_STEPS == 0
+        with contextlib.nullcontext() if last else model.no_sync():
+            loss = (model(x) - y).pow(2).mean() / ACCUM_STEPS
+            loss.backward()
+        if last:
+            optimizer.step()
+            optimizer.zero_grad()
+    for x, y in batches[:2]:
+        with model.no_sync():
+            compute_loss(model, x, y).backward()  # the helper runs the model
+    Trainer(model).accumulate(*batches[0])
+    optimizer.zero_grad()
+
+
+def main():
+    dist.init_process_group("gloo")
+    model = DDP(torch.nn.Linear(8, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = [(torch.randn(4, 8), torch.randn(4, 1)) for _ in range(16)]
+    train(model, optimizer, batches)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -63,7 +63,7 @@ _TORCHVISION_BN = re.compile(
 )
 
 
-def _uses_batchnorm(ctx: FileContext) -> bool:
+def uses_batchnorm(ctx: FileContext) -> bool:
     if "BatchNorm" in ctx.source:
         for node in ast.walk(ctx.tree):
             if isinstance(node, ast.Attribute | ast.Name) and ctx.qual(node) in N.BATCHNORM:
@@ -74,6 +74,6 @@ def _uses_batchnorm(ctx: FileContext) -> bool:
 def check(ctx: FileContext) -> Iterator[Hit]:
     if not ctx.ddp_calls or "SyncBatchNorm" in ctx.source:
         return
-    if "convert_sync_batchnorm" in ctx.idx.attrs or not _uses_batchnorm(ctx):
+    if "convert_sync_batchnorm" in ctx.idx.attrs or not uses_batchnorm(ctx):
         return
     yield Hit(ctx.ddp_calls[0])

@@ -10,6 +10,7 @@ from dpwise.lint.analysis import FileContext
 from dpwise.lint.guards import NOT_RANK0, RANK0, Guards, classify
 from dpwise.lint.index import MODULE, pos
 from dpwise.lint.model import Hit, Rule
+from dpwise.lint.rules.batchnorm_without_sync import uses_batchnorm
 from dpwise.lint.wrappers import Wrappers
 
 DOCS = """\
@@ -37,7 +38,9 @@ rank 0 at the start of each forward (`broadcast_buffers=True`, the default), eve
 evaluation avoided the hang there). Measured with torch 2.13 (CPU, gloo, two processes, one
 training step, then a `torch.no_grad()` forward on rank 0 only and a barrier): with a BatchNorm
 in the model both ranks timed out; a plain `Linear` (no buffers) finished. dpwise cannot see the
-buffers, so every forward of the wrapper on rank 0 alone is reported.
+buffers at run time: a forward of the wrapper on rank 0 alone is reported where the file shows
+buffers (BatchNorm layers, `register_buffer`) and leaves `broadcast_buffers` on; a buffer-less
+model evaluated on rank 0 (a common, working pattern) is not.
 
 ## Example
 ```python
@@ -79,6 +82,13 @@ _QUALS = frozenset(f"torch.distributed.{name}" for name in _COLLECTIVES)
 _METHODS = frozenset({"wait_for_everyone"})
 
 
+def _broadcasts_buffers(ctx: FileContext) -> bool:
+    """The file shows buffers DDP would broadcast in forward, and does not turn that off."""
+    if "broadcast_buffers" in ctx.source and "broadcast_buffers=True" not in ctx.source:
+        return False
+    return "register_buffer" in ctx.idx.attrs or uses_batchnorm(ctx)
+
+
 def _what(ctx: FileContext, wrappers: Wrappers, call: ast.Call) -> str | None:
     q = ctx.qual(call.func)
     if q in _QUALS:
@@ -90,7 +100,7 @@ def _what(ctx: FileContext, wrappers: Wrappers, call: ast.Call) -> str | None:
         func = func.value
     if isinstance(func, ast.Name | ast.Attribute):
         kind = wrappers.kind(func, ctx.scope(call), pos(call))
-        if kind == "DistributedDataParallel":
+        if kind == "DistributedDataParallel" and _broadcasts_buffers(ctx):
             return "a forward pass of the DDP model (it broadcasts the model's buffers)"
     return None
 

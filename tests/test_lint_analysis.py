@@ -368,3 +368,25 @@ def test_readme_documents_every_rule() -> None:
         pytest.skip("README has no `dpwise lint` section yet")
     missing = [r.name for r in RULES if f"`{r.name}`" not in text or r.code not in text]
     assert missing == []
+
+
+def test_a_set_up_helper_in_the_projects_package_is_followed_from_a_scripts_folder(tmp_path):
+    """repo/scripts/train.py imports repo/pkg/dist_util.py (installed with the project); the
+    script itself never names torch, but its helper creates the process group it never destroys."""
+    from dpwise.lint import lint_paths
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "dist_util.py").write_text(
+        "import torch.distributed as dist\n\n\n"
+        "def setup_dist():\n    dist.init_process_group('gloo', init_method='env://')\n"
+    )
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "train.py"
+    script.write_text(
+        "from pkg import dist_util\n\n\n"
+        "def main():\n    dist_util.setup_dist()\n\n\n"
+        'if __name__ == "__main__":\n    main()\n'
+    )
+    names = [f.name for f in lint_paths(str(script))]
+    assert names == ["missing-destroy-process-group"]

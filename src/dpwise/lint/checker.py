@@ -13,8 +13,9 @@ from dpwise.lint.project import Project
 from dpwise.lint.rules import CHECKS, NOT_CHECKED, SYNTAX_ERROR, selected
 
 # A file that mentions none of these cannot trigger any rule (names resolve through imports of
-# torch or the conventional aliases); it is parsed for syntax errors only.
-_TRIGGERS = ("torch", "DDP", "DataParallel", "dist.", "mp.", "nn.", "MASTER_PORT")
+# torch or the conventional aliases, or through a set-up helper such as `dist_util.setup_dist()`
+# or `init_distributed_mode(args)`); it is parsed for syntax errors only.
+_TRIGGERS = ("torch", "DDP", "DataParallel", "dist", "mp.", "nn.", "MASTER_PORT")
 
 
 def _column(line: str, byte_offset: int) -> int:

@@ -7,7 +7,8 @@ function that builds a `DataLoader` with no sampler and no notion of ranks? Does
 `init_process_group` (then the script owns the group)? Does a factory such as
 `smart_ddp(model)` return a `DistributedDataParallel`? The module is looked up
 the way Python finds it when the script is run directly: beside the script (`common.py` or
-`common/__init__.py`), or relative to it for `from .data import ...`.
+`common/__init__.py`), or relative to it for `from .data import ...`; an absolute import is also
+looked up one and two folders up (the project's own package, from `scripts/train.py`).
 """
 
 from __future__ import annotations
@@ -40,12 +41,17 @@ class Project:
         base = os.path.dirname(importer)
         for _ in range(max(level - 1, 0)):
             base = os.path.dirname(base)
-        for candidate in (
-            os.path.join(base, *parts) + ".py",
-            os.path.join(base, *parts, "__init__.py"),
-        ):
-            if os.path.isfile(candidate):
-                return candidate
+        # an absolute import may also name the project's own package from a script one or two
+        # folders down (repo/scripts/train.py importing repo/pkg/dist_util.py)
+        parent = os.path.dirname(base)
+        bases = [base] if level else [base, parent, os.path.dirname(parent)]
+        for folder in bases:
+            for candidate in (
+                os.path.join(folder, *parts) + ".py",
+                os.path.join(folder, *parts, "__init__.py"),
+            ):
+                if os.path.isfile(candidate):
+                    return candidate
         return None
 
     def loader_factory(self, importer: str, module: str, func: str) -> tuple[str, int] | None:

@@ -8,11 +8,20 @@ from torch import nn
 from dpwise.errors import DpwiseError
 
 
-def positive(flag: str, **sizes: object) -> None:
-    """Every size is a whole number of at least 1: one line naming the argument otherwise."""
+def _not_a_size(sizes: dict[str, object]) -> tuple[str, object] | None:
+    """The first (name, value) that is not a whole number of at least 1."""
     for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise DpwiseError(f"{flag} {name}={value}: {name} must be a whole number of at least 1")
+            return name, value
+    return None
+
+
+def positive(flag: str, **sizes: object) -> None:
+    """Every size is a whole number of at least 1: one line naming the argument otherwise."""
+    bad = _not_a_size(sizes)
+    if bad is not None:
+        name, value = bad
+        raise DpwiseError(f"{flag} {name}={value}: {name} must be a whole number of at least 1")
 
 
 class SimpleModel(nn.Module):
@@ -97,12 +106,13 @@ def _labels(gen: torch.Generator, samples: int, classes: int) -> torch.Tensor:
 
 def _sizes(**values: object) -> None:
     """The built-in data sets' sizes are positive integers: say which --data-arg is not."""
-    for name, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise DpwiseError(
-                f"--data-arg {name} must be a positive integer, got {value!r}; "
-                f"write e.g. --data-arg {name}=1000"
-            )
+    bad = _not_a_size(values)
+    if bad is not None:
+        name, value = bad
+        raise DpwiseError(
+            f"--data-arg {name} must be a positive integer, got {value!r}; "
+            f"write e.g. --data-arg {name}=1000"
+        )
 
 
 def simple_data(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -62,20 +64,33 @@ def peaks(devices: list[torch.device]) -> list[dict[str, object]]:
     return out
 
 
+@functools.cache
+def _glibc() -> Any:
+    """The C library where it is glibc (malloc_trim, mallopt), else None."""
+    import ctypes
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim, libc.mallopt  # noqa: B018  (absent outside glibc)
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
 def release_freed(collect: bool = True) -> None:
     """Hand memory freed by Python and the allocator back to the OS (glibc's malloc_trim);
     ``collect`` first runs the cycle collector (tens of ms in a process that imported torch)."""
-    import contextlib
-    import ctypes
     import gc
 
     if collect:
         gc.collect()
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to trim
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
+    libc = _glibc()
+    if libc is not None:  # not glibc: nothing to trim
+        libc.malloc_trim(0)
 
 
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
@@ -88,11 +103,5 @@ def return_large_blocks() -> bool:
     Fixing the threshold ends glibc's own tuning of it for this process, and costs a page fault
     per large allocation: for a process's last measurement, never before timed steps.
     False where the C library has no mallopt."""
-    import ctypes
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM_BYTES))
-    except (OSError, AttributeError):
-        return False
+    libc = _glibc()
+    return libc is not None and bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_FROM_BYTES))

@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from dpwise.lint import names as N
+from dpwise.lint.edits import Text, split_lines
 from dpwise.lint.index import FUNCTIONS, LOOPS, MODULE, Index, build_index, pos
 
 if TYPE_CHECKING:
@@ -224,5 +225,10 @@ class FileContext:
         return lines[lineno - 1] if 0 < lineno <= len(lines) else ""
 
     @cached_property
+    def text(self) -> Text:
+        """The source in edit coordinates, for fixes."""
+        return Text(self.source)
+
+    @cached_property
     def lines(self) -> list[str]:
-        return self.source.splitlines()
+        return split_lines(self.source)  # numbered as the parser numbers them

@@ -7,8 +7,9 @@ from collections.abc import Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
+from dpwise.lint.index import pos
 from dpwise.lint.loaders import bound_names, data_says_eval, dataset_arg, keyword, purpose
-from dpwise.lint.model import Hit, Rule
+from dpwise.lint.model import UNSAFE, Fix, Hit, Rule
 
 DOCS = """\
 ## What it does
@@ -40,6 +41,12 @@ for epoch in range(epochs):
     for x, y in loader:
         ...
 ```
+
+## Fix (unsafe)
+Inserts `sampler.set_epoch(epoch)` (or `loader.sampler.set_epoch(epoch)` for a sampler built
+inside the `DataLoader(...)` call) as the first statement of the epoch loop that follows it in
+the same function. Unsafe: the order of the samples changes from the second epoch on, which is
+the point, but changes the results.
 
 ## References
 - https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler
@@ -109,3 +116,62 @@ def check(ctx: FileContext) -> Iterator[Hit]:
             continue
         if not _for_eval(ctx, call):
             yield Hit(call)
+
+
+def _holder(ctx: FileContext, call: ast.Call) -> str | None:
+    """What names the sampler where the epoch loop runs: `sampler` for `sampler =
+    DistributedSampler(...)`, `loader.sampler` for `loader = DataLoader(..., sampler=...(...))`."""
+    parent = ctx.idx.parents.get(call)
+    suffix = ""
+    if isinstance(parent, ast.keyword) and parent.arg == "sampler":
+        parent = ctx.idx.parents.get(parent)
+        if not (isinstance(parent, ast.Call) and ctx.qual(parent.func) in N.DATALOADER):
+            return None
+        call, parent, suffix = parent, ctx.idx.parents.get(parent), ".sampler"
+    if not (isinstance(parent, ast.Assign) and parent.value is call and len(parent.targets) == 1):
+        return None
+    target = parent.targets[0]
+    if isinstance(target, ast.Name) or (
+        isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    ):
+        return ast.unparse(target) + suffix
+    return None
+
+
+def _loop_after(ctx: FileContext, call: ast.Call, holder: str) -> ast.For | None:
+    scope = ctx.scope(call)
+    same_class = holder.startswith("self.") and ctx.class_of(scope) is not None
+    for loop in ctx.idx.loops:
+        if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)):
+            continue
+        if "epoch" not in loop.target.id.lower():
+            continue
+        where = ctx.scope(loop)
+        if where == scope and pos(loop) > pos(call):
+            return loop
+        if same_class and where != scope and ctx.class_of(where) == ctx.class_of(scope):
+            return loop
+    return None
+
+
+def _plan(ctx: FileContext, call: ast.Call) -> tuple[ast.For, str] | None:
+    holder = _holder(ctx, call)
+    loop = _loop_after(ctx, call, holder) if holder else None
+    if loop is None or loop.body[0].lineno == loop.lineno:
+        return None
+    return loop, f"{holder}.set_epoch({loop.target.id})"  # type: ignore[attr-defined]
+
+
+def fix(ctx: FileContext, hit: Hit) -> Fix | None:
+    """One fix per epoch loop, setting the epoch of every reported sampler it serves (the rule
+    goes quiet after the first `set_epoch`, so one at a time would leave the others out)."""
+    mine = _plan(ctx, hit.node)  # type: ignore[arg-type]
+    if mine is None:
+        return None
+    plans = [_plan(ctx, h.node) for h in check(ctx)]  # type: ignore[arg-type]
+    lines = list(dict.fromkeys(p[1] for p in plans if p is not None and p[0] is mine[0]))
+    edit = ctx.text.insert_before(mine[0].body[0], lines)
+    message = f"Call {', '.join(f'`{line}`' for line in lines)} at the start of each epoch"
+    return Fix(UNSAFE, message, (edit,)) if edit else None

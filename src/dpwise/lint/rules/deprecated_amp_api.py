@@ -164,30 +164,26 @@ def fix(ctx: FileContext, hit: Hit) -> Fix | None:
     if not edits:
         return None
     unsafe = any("device_type" in e.content for e in edits)
-    message = f"Import from `torch.amp` and pass the device type `{device}` at every use"
+    message = "Import from `torch.amp` and pass the device type at every use"
     return Fix(UNSAFE if unsafe else SAFE, message, edits)
 
 
 def _from_import_edits(ctx: FileContext, func: ast.AST) -> tuple[Edit, ...] | None:
-    """`from torch.cuda.amp import autocast, GradScaler`: the import and every use of its names,
-    rewritten together (or nothing, when a name is used other than called or as a decorator)."""
+    """`from torch.cuda.amp import autocast, GradScaler`: every such import and every use of the
+    names they bind, rewritten together (or nothing: when a name is used other than called or as
+    a decorator, bound another way too, or imported for two devices)."""
     if not isinstance(func, ast.Name):
         return None
-    stmt = next(
-        (
-            i
-            for i in ctx.idx.imports
-            if isinstance(i, ast.ImportFrom)
-            and i.level == 0
-            and i.module in ("torch.cuda.amp", "torch.cpu.amp")
-            and any((a.asname or a.name) == func.id for a in i.names)
-        ),
-        None,
-    )
-    if stmt is None or any(a.name not in _KINDS for a in stmt.names):
+    group = _binding(ctx, {func.id})
+    if group is None:
         return None
-    device = stmt.module.split(".")[1]  # type: ignore[union-attr]
-    local = {a.asname or a.name: a.name for a in stmt.names}
+    devices = {i.module.split(".")[1] for i in group}  # type: ignore[union-attr]
+    local = {a.asname or a.name: a.name for i in group for a in i.names}
+    if len(devices) != 1 or any(name not in _KINDS for name in local.values()):
+        return None
+    if set(local) & ctx.idx.bound:  # also assigned or defined in the file
+        return None
+    (device,) = devices
     edits: list[Edit] = []
     for use in _uses(ctx, set(local)):
         if use is None:
@@ -197,12 +193,35 @@ def _from_import_edits(ctx: FileContext, func: ast.AST) -> tuple[Edit, ...] | No
         if edit is None:
             return None
         edits.append(edit)
-    match = _FROM.match(ctx.text.segment(stmt))
-    if match is None:
-        return None
-    line, col = ctx.text.start(stmt)
-    edits.append(Edit(line, col, line, col + match.end(), "from torch.amp"))
+    for stmt in group:
+        match = _FROM.match(ctx.text.segment(stmt))
+        if match is None:
+            return None
+        line, col = ctx.text.start(stmt)
+        edits.append(Edit(line, col, line, col + match.end(), "from torch.amp"))
     return tuple(sorted(edits))
+
+
+_OLD_MODULES = ("torch.cuda.amp", "torch.cpu.amp")
+
+
+def _binding(ctx: FileContext, names: set[str]) -> list[ast.ImportFrom] | None:
+    """The imports that bind these names, and those that bind the other names they import, and
+    so on; None unless every one is a `from torch.cuda.amp import ...` (or `torch.cpu.amp`)."""
+    group: list[ast.ImportFrom] = []
+    while True:
+        more = [
+            i
+            for i in ctx.idx.imports
+            if i not in group and any((a.asname or a.name) in names for a in i.names)
+        ]
+        if not more:
+            return group or None
+        for i in more:
+            if not (isinstance(i, ast.ImportFrom) and i.level == 0 and i.module in _OLD_MODULES):
+                return None
+            group.append(i)
+            names |= {a.asname or a.name for a in i.names}
 
 
 _KINDS = ("autocast", "GradScaler", "custom_fwd", "custom_bwd")

@@ -10,7 +10,7 @@ import ast
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dpwise.lint import names as N
 from dpwise.lint.edits import Text, split_lines
@@ -35,6 +35,7 @@ class FileContext:
         self.idx: Index = build_index(tree)
         self.names = N.Names(N.import_aliases(self.idx.imports), self.idx.bound)
         self._local: dict[ast.AST, str | None] = {}
+        self.memo: dict[str, Any] = {}  # answers a rule computes once per file
 
     # -- names and calls -------------------------------------------------------------------
     def qual(self, expr: ast.AST) -> str | None:

@@ -21,15 +21,14 @@ _TRIGGERS = ("torch", "DDP", "DataParallel", "dist", "mp.", "nn.", "MASTER_PORT"
 
 def _fix(rule: Rule, ctx: FileContext, hit: Hit) -> Fix | None:
     """The hit's fix, if its rule has a fixer and the fixer can write one here. A fixer that
-    fails (a bug, or code LibCST cannot read) offers no fix: a finding is never lost to it."""
+    fails (a bug, code LibCST cannot read, an expression too deep for it) offers no fix: a
+    finding is never lost to it."""
     fixer = FIXERS.get(rule.code)
     if fixer is None:
         return None
     try:
         return fixer(ctx, hit)
-    except (RecursionError, MemoryError):
-        raise
-    except Exception:
+    except (Exception, RecursionError, MemoryError):
         return None
 
 

@@ -45,12 +45,17 @@ def main():
 ```
 
 ## Fix (unsafe)
-Appends `dist.destroy_process_group()` (with the file's name for `torch.distributed`) to the
-function that runs the training: the one that creates the group, or, when that is a set-up helper
-without a loop called from one place, its caller (up to the `if __name__ == "__main__":` block).
-Where the group may not exist when that point is reached (created under an `if`, or by a helper),
-the call is guarded by `if dist.is_initialized():`. Unsafe: a `return` before the end, or an
-exception, still skips it; a `try`/`finally` is the complete answer.
+Adds `dist.destroy_process_group()` (with the file's name for `torch.distributed`) after the
+function that creates the group has returned: at the end of its caller's body when it has exactly
+one caller in the file, climbing to the `if __name__ == "__main__":` block. By then that function's
+DDP wrapper is freed. Its Reducer holds a reference to the group; when the wrapper outlives
+`destroy_process_group()`, freeing it later can deadlock in gloo's destructor (pytorch#56297,
+pytorch#154976; dpwise's own `bench/ddp_teardown_stress.py --cycles` hung in 3 of 3 tries in
+that order, 0 of 3 with the wrapper freed first). A function with no caller in the file (started
+by `mp.spawn`) gets the call at its end. Where the
+group may not exist at that point (created in a function, under an `if`, or by a helper), the call
+is guarded by `if dist.is_initialized():`. Unsafe: an exception still skips it; a
+`try`/`finally` is the complete answer.
 
 ## References
 - https://pytorch.org/docs/stable/distributed.html#shutdown
@@ -132,23 +137,24 @@ def _main_guard(ctx: FileContext) -> ast.If | None:
 
 
 def _block(ctx: FileContext, call: ast.Call) -> tuple[list[ast.stmt], bool] | None:
-    """The statements after which the group can go (the training function's body, or the main
-    block) and whether the group surely exists there (created by a statement of that block)."""
+    """The statements after which the group can go, and whether the group surely exists there
+    (created by a statement of that block). That is after the function that creates it has
+    returned, in its one caller, up to the main block: by then the function's DDP wrapper, whose
+    Reducer holds a reference to the group, is freed (see the rule's docs). A function with no
+    caller in the file (started by `mp.spawn`) or several gets it at its end."""
     scope = ctx.scope(call)
     direct = True
-    for _ in range(4):
+    for _ in range(6):
         if scope == MODULE:
             guard = _main_guard(ctx)
             block = guard.body if guard is not None else ctx.tree.body
             break
-        info = ctx.idx.functions[scope]
-        loops = any(ctx.scope(loop) == scope for loop in ctx.idx.loops)
         sites = ctx.callers.get(scope, [])
-        if loops or len(sites) != 1:
-            block = info.node.body
+        if len(sites) != 1:
+            block = ctx.idx.functions[scope].node.body
             break
         scope, call = sites[0]
-        direct = False  # a helper made it: perhaps only when distributed
+        direct = False  # made in a function: perhaps only when distributed
     else:
         return None
     surely = direct and ctx.statement_of(call) in block and call in ctx.init_calls

@@ -21,7 +21,7 @@ from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.flow import Flow
 from dpwise.lint.index import MODULE
-from dpwise.lint.loaders import has_sampler, rank_aware, says_eval
+from dpwise.lint.loaders import has_sampler, in_factory, rank_aware, says_eval, shuffling_samplers
 from dpwise.lint.wrappers import Wrappers
 
 Factories = dict[str, int]  # function name -> line of its DataLoader call
@@ -34,6 +34,7 @@ class Project:
         self._modules: dict[str, FileContext | None] = {}
         self._group_makers: dict[str, frozenset[str]] = {}
         self._ddp_factories: dict[str, frozenset[str]] = {}
+        self._sampler_factories: dict[str, dict[str, int]] = {}
 
     def module_path(self, importer: str, module: str) -> str | None:
         level = len(module) - len(module.lstrip("."))
@@ -99,6 +100,18 @@ class Project:
             ctx = self._module(importer, module)
             self._ddp_factories[key] = ddp_factories(ctx) if ctx is not None else frozenset()
         return func in self._ddp_factories[key]
+
+    def sampler_factory(self, importer: str, module: str, func: str) -> str | None:
+        """`path:line` of the shuffling `DistributedSampler` that `module.func` builds and hands
+        back to its caller (who then owns `set_epoch`), if it is one."""
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._sampler_factories:
+            ctx = self._module(importer, module)
+            self._sampler_factories[key] = sampler_factories(ctx) if ctx is not None else {}
+        line = self._sampler_factories[key].get(func)
+        if line is None:
+            return None
+        return f"{self.module_path(importer, module)}:{line}"
 
 
 def _context(path: str) -> FileContext | None:
@@ -181,4 +194,18 @@ def loader_factories(ctx: FileContext) -> Factories:
         if has_sampler(call) or says_eval(scope) or rank_aware(info.node):
             continue
         found.setdefault(scope, call.lineno)
+    return found
+
+
+def sampler_factories(ctx: FileContext) -> dict[str, int]:
+    """Module-level functions that build a shuffling `DistributedSampler` and return it (or a
+    loader made from it) without iterating it: function name -> line of the sampler."""
+    found: dict[str, int] = {}
+    for call in shuffling_samplers(ctx):
+        scope = ctx.scope(call)
+        info = ctx.idx.functions.get(scope)
+        if info is None or info.parent != MODULE or info.class_key is not None:
+            continue
+        if in_factory(ctx, call):
+            found.setdefault(scope, call.lineno)
     return found

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
-from dpwise.lint.loaders import bound_names, data_says_eval, dataset_arg, keyword, purpose
+from dpwise.lint.loaders import in_factory, shuffling_samplers
 from dpwise.lint.model import Hit, Rule
 
 DOCS = """\
@@ -16,7 +16,10 @@ Checks files that build a shuffling `DistributedSampler` and run an epoch loop (
 or an endless stream such as `while True: for batch in loader: yield batch`, where every pass is an
 epoch) for a call of `set_epoch` with a non-constant argument (`sampler.set_epoch(epoch)`,
 `loader.sampler.set_epoch(epoch)`, on any receiver). Samplers built with `shuffle=False` and
-samplers for evaluation data are not reported.
+samplers for evaluation data are not reported. A library function that builds the sampler and
+returns it (or a loader made from it) without iterating it leaves `set_epoch` to its caller: the
+finding is reported in the script that calls it (`get_loader(args)` from a sibling module) when
+that script runs an epoch loop with no `set_epoch`.
 
 ## Why is this bad?
 `DistributedSampler` seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` the epoch
@@ -91,21 +94,27 @@ def _sets_epoch(ctx: FileContext) -> bool:
     )
 
 
-def _for_eval(ctx: FileContext, call: ast.Call) -> bool:
-    said = purpose(*bound_names(ctx, call))
-    if said is not None:
-        return said == "eval"
-    data = dataset_arg(call)
-    return data is not None and data_says_eval(ctx, data, ctx.scope(call))
+def _factory_calls(ctx: FileContext) -> Iterator[tuple[ast.Call, str]]:
+    """Calls of another module's function that builds a shuffling `DistributedSampler` and
+    returns it (`train_loader, _ = get_loader(args)` with the sampler made in utils/data.py)."""
+    if ctx.project is None:
+        return
+    for call, module, func in ctx.sibling_calls():
+        where = ctx.project.sampler_factory(ctx.path, module, func)
+        if where is not None:
+            yield call, where
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:
-    samplers = ctx.calls_to(N.DISTRIBUTED_SAMPLER)
-    if not samplers or _sets_epoch(ctx) or not _epoch_loop(ctx):
+    if _sets_epoch(ctx) or not _epoch_loop(ctx):
         return
-    for call in samplers:
-        shuffle = keyword(call, "shuffle")
-        if isinstance(shuffle, ast.Constant) and shuffle.value is False:
-            continue
-        if not _for_eval(ctx, call):
+    for call in shuffling_samplers(ctx):
+        if not in_factory(ctx, call):
             yield Hit(call)
+    for call, where in _factory_calls(ctx):
+        name = N.last_name(call.func)
+        message = (
+            f"`{name}` builds a shuffling `DistributedSampler` ({where}) but `set_epoch(epoch)` "
+            "is never called: every epoch uses the same order"
+        )
+        yield Hit(call, message=message)

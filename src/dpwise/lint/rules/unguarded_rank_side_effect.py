@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
-from dpwise.lint.flow import Flow
+from dpwise.lint.flow import Flow, holds_on_entry
 from dpwise.lint.guards import Guards, mentions_rank
-from dpwise.lint.index import MODULE
+from dpwise.lint.index import MODULE, pos
 from dpwise.lint.loaders import keyword, tokens
 from dpwise.lint.model import Hit, Rule
 from dpwise.lint.project import replaces_print
@@ -38,7 +38,8 @@ mention no metric, constant status lines (`print("start training")`), prints wit
 messages on an error path (the block ends in `raise` or `sys.exit(...)`), and side effects inside
 functions this file never calls (whoever calls them decides). A `print` after a set-up call that
 replaces `builtins.print` (a helper in this file or a sibling module, such as
-`init_distributed_mode(args)` installing a print that is silent on the other ranks) is not reported.
+`init_distributed_mode(args)` installing a print that is silent on the other ranks), or after the
+function itself (or every caller of it) assigns `builtins.print = ...`, is not reported.
 `torch.distributed.checkpoint.save` is collective and must run on every rank; it is not
 `torch.save` and is not reported.
 
@@ -226,12 +227,41 @@ def _silences_print(ctx: FileContext, call: ast.Call) -> bool:
     return ctx.project.silences_print(ctx.path, module, func)
 
 
+def _print_replaced_at(ctx: FileContext) -> dict[str, tuple[int, int]]:
+    """Per scope, where the function itself assigns `builtins.print = ...` (first place)."""
+    found: dict[str, tuple[int, int]] = {}
+    for scope, body in ctx.idx.assigns.items():
+        for stmt in body:
+            if isinstance(stmt, ast.Assign) and replaces_print(stmt):
+                found.setdefault(scope, pos(stmt))
+    return found
+
+
+class _Quiet:
+    """Has `print` been replaced (by a set-up call, or by an assignment in the function or in
+    one of its callers) before this point?"""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.flow = Flow(ctx, _silences_print)
+        self.assigned = _print_replaced_at(ctx)
+
+    def _before(self, scope: str, node: ast.AST) -> bool:
+        at = self.assigned.get(scope)
+        return (at is not None and at < pos(node)) or self.flow.before(scope, node)
+
+    def established(self, scope: str, node: ast.AST) -> bool:
+        if self._before(scope, node):
+            return True
+        return bool(holds_on_entry(self.ctx, scope, self._before))
+
+
 def check(ctx: FileContext) -> Iterator[Hit]:
     if not ctx.is_ddp_script:
         return
     guards = Guards(ctx)
     per_rank = per_rank_names(ctx)
-    quiet = Flow(ctx, _silences_print)
+    quiet = _Quiet(ctx)
     for call in ctx.idx.all_calls():
         what = _describe(ctx, call)
         if what is None or _names_rank(ctx, call, per_rank):

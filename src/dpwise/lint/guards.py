@@ -7,9 +7,11 @@ from a rank, such as `gpu_id = int(os.environ["LOCAL_RANK"])`),
 `master_process`, `is_main_process()`, `accelerator.is_main_process`, `trainer.is_global_zero`,
 `rank == 0 and ...`, the `else:` of `if rank != 0:`, early exits (`if rank != 0: return` guards the
 rest of the block; so does `assert not args.distributed` or `assert world_size == 1`, after which
-only one process runs), decorators such as `@rank_zero_only`, and the rank-0 side of a conditional
-expression (`SummaryWriter() if rank == 0 else None`). A function is guarded when every
-same-file call site of it is guarded. In a script that starts its workers with `mp.spawn`, the
+only one process runs; so does an option the script asserts off in a distributed run,
+such as `assert not opt.evolve` under `if LOCAL_RANK != -1:`, for the branches where it is on),
+decorators such as `@rank_zero_only`, and the rank-0 side of a conditional expression
+(`SummaryWriter() if rank == 0 else None`). A function is guarded when every same-file call site
+of it is guarded. In a script that starts its workers with `mp.spawn`, the
 `if __name__ == "__main__":` block runs in the parent process only, so it counts as guarded.
 """
 
@@ -187,6 +189,38 @@ def single_process(test: ast.AST) -> bool:
     )
 
 
+def _runs_distributed(test: ast.AST) -> bool:
+    """A test that holds only when there are several processes: `if LOCAL_RANK != -1:`,
+    `if rank >= 0:`, `if args.distributed:`, `if world_size > 1:`, `if dist.is_initialized():`."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left = test.left.func if isinstance(test.left, ast.Call) else test.left
+        op, right = test.ops[0], _number(test.comparators[0])
+        if rank_like(test.left):
+            return (isinstance(op, ast.NotEq | ast.Gt) and right == -1) or (
+                isinstance(op, ast.GtE) and right == 0
+            )
+        if "world_size" in N.last_name(left).lower():
+            return isinstance(op, ast.Gt) and right == 1
+        return False
+    name = N.last_name(test.func if isinstance(test, ast.Call) else test).lower()
+    return bool(name) and any(word in name for word in _DISTRIBUTED_FLAGS)
+
+
+def single_process_flags(ctx: FileContext) -> frozenset[str]:
+    """Options the script forbids in a distributed run: `assert not opt.evolve` inside
+    `if LOCAL_RANK != -1:`. Where such an option is on, only one process runs."""
+    found: set[str] = set()
+    for ifs in ctx.idx.ifs.values():
+        for stmt in ifs:
+            if not _runs_distributed(stmt.test):
+                continue
+            for inner in stmt.body:
+                test = inner.test if isinstance(inner, ast.Assert) else None
+                if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                    found.add(ast.dump(test.operand))
+    return frozenset(found)
+
+
 def _is_main_block(test: ast.AST) -> bool:
     return (
         isinstance(test, ast.Compare)
@@ -225,6 +259,7 @@ class Guards:
         self.aliases = rank_aliases(ctx)
         # with mp.spawn, the `if __name__ == "__main__":` block runs in the parent process only
         self.parent_only = bool(ctx.spawned)
+        self.single = single_process_flags(ctx)
 
     def _statements(self, scope: str) -> set[ast.stmt]:
         if scope not in self._guarded:
@@ -251,6 +286,8 @@ class Guards:
                 kind = classify(stmt.test, self.aliases)
                 if self.parent_only and _is_main_block(stmt.test):
                     kind = RANK0
+                if kind == OTHER and self.single:
+                    kind = self._single_process(stmt.test)
                 self._walk(stmt.body, guarded or kind == RANK0, out)
                 self._walk(stmt.orelse, guarded or kind == NOT_RANK0, out)
                 if kind == NOT_RANK0 and _exits(stmt.body):
@@ -258,6 +295,15 @@ class Guards:
                 continue
             for block in _blocks(stmt):
                 self._walk(block, guarded, out)
+
+    def _single_process(self, test: ast.AST) -> int:
+        """`if opt.evolve:` (an option asserted off when distributed) runs in one process."""
+        if ast.dump(test) in self.single:
+            return RANK0
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        if negated and ast.dump(test.operand) in self.single:  # type: ignore[attr-defined]
+            return NOT_RANK0
+        return OTHER
 
     def local(self, scope: str, node: ast.AST) -> bool:
         """Is `node` under a rank-0 guard inside its own function?"""

@@ -28,7 +28,10 @@ Guards recognised: `if rank == 0:`, `if dist.get_rank() == 0:`, `if local_rank i
 `if not rank:`, flags named like `is_main`, `is_master`, `master_process`, `is_main_process()`,
 `cond and rank == 0`, the `else:` of `if rank != 0:`, an early `if rank != 0: return`,
 decorators like `@rank_zero_only`, and the rank-0 side of `x if rank == 0 else None`.
-A function is guarded when every same-file call of it is.
+A function is guarded when every same-file call of it is. Code that only one process can run is
+guarded too: after `assert not args.distributed`, and in the branch of an option the script
+refuses in a distributed run (`if opt.evolve:` after `assert not opt.evolve` under
+`if LOCAL_RANK != -1:`).
 
 Not reported: writes whose path or text contains the rank (`f"ckpt_rank{rank}.pt"`, or a
 variable built from it earlier by `+`, an f-string, `os.path.join` or `Path`;

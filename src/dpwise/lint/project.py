@@ -84,14 +84,24 @@ class Project:
             self._modules[key] = _context(path) if path else None
         return self._modules[key]
 
-    def creates_group(self, importer: str, module: str, func: str) -> bool:
-        """Does the sibling module's function `func` call `init_process_group` (directly or
-        through its own module's functions)?"""
+    def creates_group(self, importer: str, module: str, func: str, depth: int = 0) -> bool:
+        """Does the sibling module's function `func` call `init_process_group` (directly, through
+        its own module's functions, or in the workers it starts)? A package's `__init__.py` that
+        re-exports the function (`from .launch import launch`, `from .launch import *`) is
+        followed to the module that defines it."""
         key = f"{os.path.dirname(importer)}|{module}"
         if key not in self._group_makers:
             ctx = self._module(importer, module)
             self._group_makers[key] = group_makers(ctx) if ctx is not None else frozenset()
-        return func in self._group_makers[key]
+        if func in self._group_makers[key]:
+            return True
+        ctx = self._module(importer, module)
+        if ctx is None or depth >= 2:
+            return False
+        for source, name in _reexports(ctx, func):
+            if self.creates_group(ctx.path, source, name, depth + 1):
+                return True
+        return False
 
     def builds_ddp(self, importer: str, module: str, func: str) -> bool:
         """Does the sibling module's function `func` return a `DistributedDataParallel`?"""
@@ -173,13 +183,32 @@ def ddp_factories(ctx: FileContext) -> frozenset[str]:
 
 
 def group_makers(ctx: FileContext) -> frozenset[str]:
-    """Module-level functions that create a process group when called."""
-    flow = Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)
+    """Module-level functions that create a process group when called, or that start workers
+    which do (`launch(main)` spawning a `_worker` that calls `init_process_group`)."""
+    plain = Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)
+    starts = {
+        id(call) for key, calls in ctx.spawned.items() if plain.reaches(key) for call in calls
+    }
+    flow = Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT or id(call) in starts)
     return frozenset(
         key
         for key, info in ctx.idx.functions.items()
         if info.parent == MODULE and info.class_key is None and flow.reaches(key)
     )
+
+
+def _reexports(ctx: FileContext, func: str) -> list[tuple[str, str]]:
+    """(relative module, name there) for `from .launch import launch` / `from .launch import *`
+    lines through which a package's `__init__.py` offers `func`."""
+    found = []
+    for imp in ctx.idx.imports:
+        if not isinstance(imp, ast.ImportFrom) or not imp.level:
+            continue
+        source = "." * imp.level + (imp.module or "")
+        for alias in imp.names:
+            if alias.name == "*" or (alias.asname or alias.name) == func:
+                found.append((source, func if alias.name == "*" else alias.name))
+    return found
 
 
 def loader_factories(ctx: FileContext) -> Factories:

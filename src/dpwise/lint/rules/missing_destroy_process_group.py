@@ -18,8 +18,10 @@ file (directly or in a same-file `cleanup()`). A call into another module named 
 (`utils.cleanup()`, `teardown_distributed()`) is trusted to destroy the group. A script whose
 process group is created by a set-up helper in a sibling module (`init_distributed_mode(args)`
 defined in `utils.py` beside it, which calls `init_process_group`) owns that group and is checked
-the same way. Library modules
-that create a process group on their caller's behalf are not checked: the caller owns it.
+the same way; so does a script that hands its main function to a launcher that starts workers
+which create the group (`launch(main, num_gpus)` from the project's package, offered through its
+`__init__.py`). Library modules that create a process group on their caller's behalf are not
+checked: the caller owns it.
 
 ## Why is this bad?
 The process group holds sockets, NCCL communicators and their GPU memory. Exiting without

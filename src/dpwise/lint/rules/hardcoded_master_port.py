@@ -20,7 +20,8 @@ Checks for `MASTER_PORT` set to a literal: `os.environ["MASTER_PORT"] = "29500"`
 `init_process_group(init_method="tcp://host:23456")`, also when the literal reaches `init_method`
 through a variable (`url = f"tcp://{host}:{port}"` with `port = 23456`, or `"tcp://host:" +
 str(port)`) or through an `args.` attribute whose `add_argument(..., default=...)` is a literal
-(`--dist-url` defaulting to `"tcp://127.0.0.1:23456"`, `--port` defaulting to `29500`).
+(`--dist-url` defaulting to `"tcp://127.0.0.1:23456"`, `--port` defaulting to `29500`) or that
+the file sets to one (`args.dist_url = f"tcp://{host}:58472"` before spawning the workers).
 
 `os.environ.setdefault("MASTER_PORT", "29500")`, `os.environ.get("MASTER_PORT", "29500")` and an
 assignment under `if "MASTER_PORT" not in os.environ:` are not reported: they only supply a
@@ -118,8 +119,22 @@ def _environ_writes(ctx: FileContext) -> Iterator[tuple[ast.AST, ast.AST]]:
 def _init_methods(ctx: FileContext) -> Iterator[ast.AST]:
     for call in ctx.init_calls:
         method = keyword(call, "init_method") or (call.args[1] if len(call.args) > 1 else None)
-        if method is not None and _TCP.match(_text(ctx, method, ctx.scope(call))):
+        if method is not None and any(_TCP.match(t) for t in _texts(ctx, method, ctx.scope(call))):
             yield method
+
+
+def _texts(ctx: FileContext, expr: ast.AST, scope: str) -> list[str]:
+    """What `expr` may evaluate to: for `args.dist_url`, each value the file assigns to a
+    `.dist_url` attribute (`args.dist_url = f"tcp://{host}:58472"`) besides its argparse default."""
+    found = [_text(ctx, expr, scope)]
+    if isinstance(expr, ast.Attribute):
+        for where, stmts in ctx.idx.assigns.items():
+            for stmt in stmts:
+                if isinstance(stmt, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and t.attr == expr.attr for t in stmt.targets
+                ):
+                    found.append(_text(ctx, stmt.value, where))
+    return found
 
 
 def _text(ctx: FileContext, expr: ast.AST, scope: str, depth: int = 0) -> str:

@@ -25,7 +25,8 @@ Point-to-point `send` / `recv` are not collectives. Not reported: a collective t
 function also makes on the other ranks, in the `else:` of the rank-0 branch or under
 `if rank != 0:` (the "rank 0 goes first" barrier pair: the other ranks wait at
 `if rank != 0: dist.barrier()` while rank 0 downloads, then rank 0 releases them with
-`if rank == 0: dist.barrier()`), and a collective inside `with pytest.raises(...)` or
+`if rank == 0: dist.barrier()`, also when both tests add a condition such as
+`and not evaluate`), and a collective inside `with pytest.raises(...)` or
 `with self.assertRaises(...)` (a test of the timeout).
 
 ## Why is this bad?
@@ -105,15 +106,22 @@ def _what(ctx: FileContext, wrappers: Wrappers, call: ast.Call) -> str | None:
     return None
 
 
+def _true_off_rank0(test: ast.AST, aliases: frozenset[str]) -> bool:
+    """The test holds only on ranks other than 0: `rank != 0`, and also a conjunction with
+    another condition (`local_rank not in (-1, 0) and not evaluate`)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_true_off_rank0(v, aliases) for v in test.values)
+    return classify(test, aliases) == NOT_RANK0
+
+
 def _other_ranks(ctx: FileContext, guards: Guards, call: ast.Call) -> bool:
     """Runs on the ranks other than 0 only: under `if rank != 0:`, or a rank-0 test's `else:`."""
     child: ast.AST = call
     for parent in ctx.ancestors(call):
         if isinstance(parent, ast.If):
             kind = classify(parent.test, guards.aliases)
-            if (kind == NOT_RANK0 and child in parent.body) or (
-                kind == RANK0 and child in parent.orelse
-            ):
+            off_rank0 = _true_off_rank0(parent.test, guards.aliases)
+            if (off_rank0 and child in parent.body) or (kind == RANK0 and child in parent.orelse):
                 return True
         child = parent
     return False

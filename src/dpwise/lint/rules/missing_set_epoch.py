@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
-from dpwise.lint.loaders import in_factory, shuffling_samplers
+from dpwise.lint.loaders import assigned_values, in_factory, shuffling_samplers
 from dpwise.lint.model import Hit, Rule
 
 DOCS = """\
 ## What it does
 Checks files that build a shuffling `DistributedSampler` and run an epoch loop (`for epoch in ...`,
 or an endless stream such as `while True: for batch in loader: yield batch`, where every pass is an
-epoch) for a call of `set_epoch` with a non-constant argument (`sampler.set_epoch(epoch)`,
+epoch; also `for _ in range(args.epochs)` and `for _ in trange(n, desc="Epoch")`, whose range
+counts epochs) for a call of `set_epoch` with a non-constant argument (`sampler.set_epoch(epoch)`,
 `loader.sampler.set_epoch(epoch)`, on any receiver). Samplers built with `shuffle=False` and
 samplers for evaluation data are not reported. A library function that builds the sampler and
 returns it (or a loader made from it) without iterating it leaves `set_epoch` to its caller: the
@@ -61,6 +63,29 @@ RULE = Rule(
 )
 
 
+_EPOCH_COUNT = re.compile(r"(n_?|num_|max_|total_)?(train_)?epochs?")
+
+
+def _counts_epochs(ctx: FileContext, loop: ast.stmt) -> bool:
+    """`for _ in range(args.epochs)`, `for _ in trange(n, desc="Epoch")`, or a name assigned
+    such a range (`train_iterator = trange(..., int(args.num_train_epochs))`)."""
+    it = getattr(loop, "iter", None)
+    if it is None:
+        return False
+    exprs = [it]
+    if isinstance(it, ast.Name):
+        exprs += assigned_values(ctx, ctx.scope(loop), it.id)
+    for expr in exprs:
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name | ast.Attribute) and _EPOCH_COUNT.fullmatch(
+                N.last_name(node).lower()
+            ):
+                return True
+            if N.str_value(node) in ("Epoch", "epoch", "Epochs", "epochs"):
+                return True
+    return False
+
+
 def _epoch_loop(ctx: FileContext) -> bool:
     for loop in ctx.idx.loops:
         target = getattr(loop, "target", None)
@@ -68,7 +93,7 @@ def _epoch_loop(ctx: FileContext) -> bool:
             isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target)
         ):
             return True
-        if _endless_passes(loop):
+        if _endless_passes(loop) or _counts_epochs(ctx, loop):
             return True
     return False
 

@@ -5,6 +5,7 @@ Recognised guards: `if rank == 0:`, `if dist.get_rank() == 0:`, `if local_rank i
 from a rank, such as `gpu_id = int(os.environ["LOCAL_RANK"])`),
 `if int(os.environ["RANK"]) == 0:`, `if not rank:`, flags named like `is_main`, `is_master`,
 `master_process`, `is_main_process()`, `accelerator.is_main_process`, `trainer.is_global_zero`,
+a flag the file sets only from such tests (`args.save_logs = args.logs and is_master(args)`),
 `rank == 0 and ...`, the `else:` of `if rank != 0:`, early exits (`if rank != 0: return` guards the
 rest of the block; so does `assert not args.distributed` or `assert world_size == 1`, after which
 only one process runs; so does an option the script asserts off in a distributed run,
@@ -166,6 +167,21 @@ def rank_aliases(ctx: FileContext) -> frozenset[str]:
     return frozenset(found)
 
 
+def rank0_flags(ctx: FileContext, aliases: frozenset[str]) -> frozenset[str]:
+    """Names assigned only rank-0 tests: `args.save_logs = args.logs and is_master(args)`."""
+    kinds: dict[str, set[bool]] = {}
+    for stmts in ctx.idx.assigns.values():
+        for stmt in stmts:
+            value = getattr(stmt, "value", None)
+            if value is None:
+                continue
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+            for t in targets:
+                if isinstance(t, ast.Name | ast.Attribute):
+                    kinds.setdefault(N.last_name(t), set()).add(classify(value, aliases) == RANK0)
+    return frozenset(name for name, seen in kinds.items() if seen == {True})
+
+
 _DISTRIBUTED_FLAGS = ("distributed", "ddp", "is_initialized", "multiprocessing")
 
 
@@ -260,6 +276,7 @@ class Guards:
         # with mp.spawn, the `if __name__ == "__main__":` block runs in the parent process only
         self.parent_only = bool(ctx.spawned)
         self.single = single_process_flags(ctx)
+        self.flags = rank0_flags(ctx, self.aliases)
 
     def _statements(self, scope: str) -> set[ast.stmt]:
         if scope not in self._guarded:
@@ -288,6 +305,8 @@ class Guards:
                     kind = RANK0
                 if kind == OTHER and self.single:
                     kind = self._single_process(stmt.test)
+                if kind == OTHER and self.flags:
+                    kind = self._flag(stmt.test)
                 self._walk(stmt.body, guarded or kind == RANK0, out)
                 self._walk(stmt.orelse, guarded or kind == NOT_RANK0, out)
                 if kind == NOT_RANK0 and _exits(stmt.body):
@@ -295,6 +314,17 @@ class Guards:
                 continue
             for block in _blocks(stmt):
                 self._walk(block, guarded, out)
+
+    def _flag(self, test: ast.AST) -> int:
+        """`if args.save_logs:` where the file set `save_logs` from a rank-0 test only."""
+        if isinstance(test, ast.Name | ast.Attribute):
+            return RANK0 if N.last_name(test) in self.flags else OTHER
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return -self._flag(test.operand)
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            parts = [self._flag(v) or classify(v, self.aliases) for v in test.values]
+            return RANK0 if RANK0 in parts else OTHER
+        return OTHER
 
     def _single_process(self, test: ast.AST) -> int:
         """`if opt.evolve:` (an option asserted off when distributed) runs in one process."""

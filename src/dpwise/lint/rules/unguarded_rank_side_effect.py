@@ -26,6 +26,7 @@ a score...).
 Guards recognised: `if rank == 0:`, `if dist.get_rank() == 0:`, `if local_rank in (-1, 0):`,
 `if self.gpu_id == 0:` (a worker's GPU index, or any name assigned from a rank),
 `if not rank:`, flags named like `is_main`, `is_master`, `master_process`, `is_main_process()`,
+a flag the file sets only from such tests (`args.save_logs = args.logs and is_master(args)`),
 `cond and rank == 0`, the `else:` of `if rank != 0:`, an early `if rank != 0: return`,
 decorators like `@rank_zero_only`, and the rank-0 side of `x if rank == 0 else None`.
 A function is guarded when every same-file call of it is. Code that only one process can run is

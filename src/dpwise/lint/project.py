@@ -111,6 +111,15 @@ class Project:
             self._ddp_factories[key] = ddp_factories(ctx) if ctx is not None else frozenset()
         return func in self._ddp_factories[key]
 
+    def mentions(self, importer: str, module: str, func: str, attrs: tuple[str, ...]) -> bool:
+        """Does the sibling module's function `func` use one of `attrs` (`module.no_sync()` in a
+        `ddp_sync(module, sync)` context manager)?"""
+        ctx = self._module(importer, module)
+        info = ctx.idx.functions.get(func) if ctx is not None else None
+        return info is not None and any(
+            isinstance(n, ast.Attribute) and n.attr in attrs for n in ast.walk(info.node)
+        )
+
     def sampler_factory(self, importer: str, module: str, func: str) -> str | None:
         """`path:line` of the shuffling `DistributedSampler` that `module.func` builds and hands
         back to its caller (who then owns `set_epoch`), if it is one."""

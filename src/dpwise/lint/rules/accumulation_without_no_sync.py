@@ -23,8 +23,9 @@ step after it. A backward under an `if` that is not an accumulation test (`if fp
 scaler.scale(loss).backward() else: loss.backward()`) still runs every iteration. A function that
 runs one micro-step per call (`def optimize(self, loss):` with `loss.backward()` on every call and
 `optimizer.step()` under `if self.n_iter % k == 0:`) is checked the same way as a loop body.
-Files that use `no_sync` or toggle `require_backward_grad_sync` (nanoGPT's way) anywhere are not
-reported.
+Files that use `no_sync` or toggle `require_backward_grad_sync` (nanoGPT's way) anywhere, directly
+or through a helper of this file or a sibling module (`with misc.ddp_sync(ddp, last):` whose
+definition calls `no_sync()`), are not reported.
 
 ## Why is this bad?
 DDP all-reduces gradients during every `backward()`. With N micro-steps per optimizer step, N-1 of
@@ -189,11 +190,29 @@ def _per_micro_step(ctx: FileContext) -> Iterator[Hit]:
             yield Hit(backward, message=f"{RULE.message} (`.step()` only on line {step.lineno})")
 
 
+def _helper_syncs(ctx: FileContext) -> bool:
+    """A call of a same-file or sibling-module helper that uses `no_sync` /
+    `require_backward_grad_sync` (`with misc.ddp_sync(ddp, last_round):`)."""
+    local = {
+        key
+        for key, info in ctx.idx.functions.items()
+        if any(isinstance(n, ast.Attribute) and n.attr in _SYNC_ATTRS for n in ast.walk(info.node))
+    }
+    if local and any(ctx.callee(call) in local for call in ctx.idx.all_calls()):
+        return True
+    project = ctx.project
+    return project is not None and any(
+        project.mentions(ctx.path, module, func, _SYNC_ATTRS)
+        for _, module, func in ctx.sibling_calls()
+    )
+
+
 def check(ctx: FileContext) -> Iterator[Hit]:
     if not ctx.ddp_calls or any(a in ctx.idx.attrs for a in _SYNC_ATTRS):
         return
     if "backward" not in ctx.idx.attrs:
         return
-    for loop in ctx.idx.loops:
-        yield from _accumulates(ctx, loop)
-    yield from _per_micro_step(ctx)
+    hits = [hit for loop in ctx.idx.loops for hit in _accumulates(ctx, loop)]
+    hits += _per_micro_step(ctx)
+    if hits and not _helper_syncs(ctx):
+        yield from hits

@@ -120,6 +120,25 @@ class Project:
             isinstance(n, ast.Attribute) and n.attr in attrs for n in ast.walk(info.node)
         )
 
+    def imported_source_mentions(self, ctx: FileContext, words: tuple[str, ...]) -> bool:
+        """Does a module of the project that `ctx` imports (`import resnet`, `from models
+        import vit`) contain one of `words` (`BatchNorm`, `register_buffer`)?"""
+        for imp in ctx.idx.imports:
+            if isinstance(imp, ast.Import):
+                modules = [alias.name for alias in imp.names]
+            else:
+                base = "." * imp.level + (imp.module or "")
+                sep = "." if imp.module else ""
+                modules = [base, *(f"{base}{sep}{alias.name}" for alias in imp.names)]
+            for module in modules:
+                root = module.lstrip(".").split(".")[0]
+                if not root or root in ("torch", "os", "sys", "numpy", "np"):
+                    continue
+                other = self._module(ctx.path, module)
+                if other is not None and any(word in other.source for word in words):
+                    return True
+        return False
+
     def sampler_factory(self, importer: str, module: str, func: str) -> str | None:
         """`path:line` of the shuffling `DistributedSampler` that `module.func` builds and hands
         back to its caller (who then owns `set_epoch`), if it is one."""

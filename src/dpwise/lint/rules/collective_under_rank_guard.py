@@ -39,9 +39,10 @@ rank 0 at the start of each forward (`broadcast_buffers=True`, the default), eve
 evaluation avoided the hang there). Measured with torch 2.13 (CPU, gloo, two processes, one
 training step, then a `torch.no_grad()` forward on rank 0 only and a barrier): with a BatchNorm
 in the model both ranks timed out; a plain `Linear` (no buffers) finished. dpwise cannot see the
-buffers at run time: a forward of the wrapper on rank 0 alone is reported where the file shows
-buffers (BatchNorm layers, `register_buffer`) and leaves `broadcast_buffers` on; a buffer-less
-model evaluated on rank 0 (a common, working pattern) is not.
+buffers at run time: a forward of the wrapper on rank 0 alone is reported where the file, or a
+project module it imports (the model defined in `resnet.py` beside it), shows buffers (BatchNorm
+layers, `register_buffer`) and the file leaves `broadcast_buffers` on; a buffer-less model
+evaluated on rank 0 (a common, working pattern) is not.
 
 ## Example
 ```python
@@ -83,11 +84,18 @@ _QUALS = frozenset(f"torch.distributed.{name}" for name in _COLLECTIVES)
 _METHODS = frozenset({"wait_for_everyone"})
 
 
+_BUFFER_WORDS = ("BatchNorm", "register_buffer")
+
+
 def _broadcasts_buffers(ctx: FileContext) -> bool:
-    """The file shows buffers DDP would broadcast in forward, and does not turn that off."""
+    """The file, or a project module it imports (the model defined in `resnet.py` beside it),
+    shows buffers DDP would broadcast in forward, and the file does not turn that off."""
     if "broadcast_buffers" in ctx.source and "broadcast_buffers=True" not in ctx.source:
         return False
-    return "register_buffer" in ctx.idx.attrs or uses_batchnorm(ctx)
+    if "register_buffer" in ctx.idx.attrs or uses_batchnorm(ctx):
+        return True
+    project = ctx.project
+    return project is not None and project.imported_source_mentions(ctx, _BUFFER_WORDS)
 
 
 def _what(ctx: FileContext, wrappers: Wrappers, call: ast.Call) -> str | None:

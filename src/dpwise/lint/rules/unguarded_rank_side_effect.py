@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from dpwise.lint import names as N
@@ -38,7 +39,9 @@ Not reported: writes whose path or text contains the rank (`f"ckpt_rank{rank}.pt
 variable built from it earlier by `+`, an f-string, `os.path.join` or `Path`;
 `print(f"rank {rank}: epoch {epoch} done")` are deliberately per rank; the guide's
 `print(f"Rank {rank} Epoch {epoch} completed")` is such a progress line), progress prints that
-mention no metric, constant status lines (`print("start training")`), prints with `force=True`,
+mention no metric, constant status lines (`print("start training")`), echoes of the options
+(`print("loss_scale = {}".format(args.loss_scale))`: a `loss_scale` is a setting, not a loss;
+values read from `args`, `opt`, `cfg`, `config` or `hparams` are options), prints with `force=True`,
 messages on an error path (the block ends in `raise` or `sys.exit(...)`), and side effects inside
 functions this file never calls (whoever calls them decides). A `print` after a set-up call that
 replaces `builtins.print` (a helper in this file or a sibling module, such as
@@ -104,17 +107,42 @@ def _inside_written_open(ctx: FileContext, call: ast.Call) -> bool:
     return False
 
 
+_CONFIG_ROOTS = frozenset({"args", "opt", "opts", "cfg", "config", "hparams", "hp", "flags"})
+_WORDS = re.compile(r"[^A-Za-z0-9_]+")
+
+
+def _text_words(text: str) -> set[str]:
+    """Words of a message; a compound such as `loss_scale` is named by its last part (a scale,
+    not a loss), `val_loss` by `loss`."""
+    found = set()
+    for word in _WORDS.split(text.lower()):
+        parts = [p for p in word.split("_") if p]
+        if parts:
+            found |= {parts[-1], parts[-1].rstrip("0123456789")}
+    return found
+
+
+def _config_value(node: ast.AST) -> bool:
+    """`args.loss_scale`, `cfg.train.loss`: an option echoed back, not a result."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id.lower() in _CONFIG_ROOTS
+
+
 def _reports_metrics(call: ast.Call) -> bool:
-    """A print of a value named like a metric; a constant status line reports nothing."""
+    """A print of a value named like a metric; a constant status line reports nothing, and
+    neither does an echo of the options (`print("loss_scale = {}".format(args.loss_scale))`)."""
     values = [*call.args, *(k.value for k in call.keywords if k.arg is not None)]
     if all(isinstance(v, ast.Constant) for v in values):
         return False
     words: set[str] = set()
     for node in ast.walk(call):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            words |= tokens(node.value)
-        elif isinstance(node, ast.Name | ast.Attribute):
-            words |= tokens(N.last_name(node))
+            words |= _text_words(node.value)
+        elif isinstance(node, ast.Attribute) and not _config_value(node):
+            words |= tokens(node.attr)
+        elif isinstance(node, ast.Name):
+            words |= tokens(node.id)
     return bool(words & _METRICS)
 
 

@@ -182,7 +182,9 @@ def _accumulates(ctx: FileContext, loop: ast.stmt) -> Iterator[Hit]:
 def _per_micro_step(ctx: FileContext) -> Iterator[Hit]:
     """A function that runs one micro-step per call (`def optimize(self, loss):` with
     `loss.backward()` every call and `optimizer.step()` only every k-th call)."""
-    for info in ctx.idx.functions.values():
+    for key, info in ctx.idx.functions.items():
+        if not any(N.last_name(c.func) == "backward" for c in ctx.idx.calls.get(key, ())):
+            continue
         level = _level(info.node.body)
         backward = _gated_step(ctx, info.node, info.key, level)
         if backward is not None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
@@ -98,7 +99,9 @@ def _broadcasts_buffers(ctx: FileContext) -> bool:
     return project is not None and project.imported_source_mentions(ctx, _BUFFER_WORDS)
 
 
-def _what(ctx: FileContext, wrappers: Wrappers, call: ast.Call) -> str | None:
+def _what(
+    ctx: FileContext, wrappers: Wrappers, call: ast.Call, buffers: Callable[[], bool]
+) -> str | None:
     q = ctx.qual(call.func)
     if q in _QUALS:
         return f"`{q.rsplit('.', 1)[1]}`"
@@ -109,7 +112,7 @@ def _what(ctx: FileContext, wrappers: Wrappers, call: ast.Call) -> str | None:
         func = func.value
     if isinstance(func, ast.Name | ast.Attribute):
         kind = wrappers.kind(func, ctx.scope(call), pos(call))
-        if kind == "DistributedDataParallel" and _broadcasts_buffers(ctx):
+        if kind == "DistributedDataParallel" and buffers():
             return "a forward pass of the DDP model (it broadcasts the model's buffers)"
     return None
 
@@ -178,8 +181,9 @@ def check(ctx: FileContext) -> Iterator[Hit]:
     guards = Guards(ctx)
     guards.parent_only = False  # a spawning parent's collectives are its own concern
     wrappers = Wrappers(ctx)
+    buffers = functools.cache(lambda: _broadcasts_buffers(ctx))  # once per file, on demand
     for call in ctx.idx.all_calls():
-        what = _what(ctx, wrappers, call)
+        what = _what(ctx, wrappers, call, buffers)
         if what is None or not _rank0_only(ctx, guards, ctx.scope(call), call, frozenset()):
             continue
         if _paired(ctx, guards, call) or _expected_to_fail(ctx, call):

@@ -259,12 +259,23 @@ def _silences_print(ctx: FileContext, call: ast.Call) -> bool:
     return ctx.project.silences_print(ctx.path, module, func)
 
 
+def _is_print_slot(target: ast.AST) -> bool:
+    """`builtins.print`, `__builtin__.print` or `__builtins__["print"]` as an assignment target."""
+    if isinstance(target, ast.Attribute) and target.attr == "print":
+        return isinstance(target.value, ast.Name) and target.value.id in ("builtins", "__builtin__")
+    return (
+        isinstance(target, ast.Subscript)
+        and N.str_value(target.slice) == "print"
+        and N.last_name(target.value) == "__builtins__"
+    )
+
+
 def _print_replaced_at(ctx: FileContext) -> dict[str, tuple[int, int]]:
     """Per scope, where the function itself assigns `builtins.print = ...` (first place)."""
     found: dict[str, tuple[int, int]] = {}
     for scope, body in ctx.idx.assigns.items():
         for stmt in body:
-            if isinstance(stmt, ast.Assign) and replaces_print(stmt):
+            if isinstance(stmt, ast.Assign) and any(map(_is_print_slot, stmt.targets)):
                 found.setdefault(scope, pos(stmt))
     return found
 

@@ -48,6 +48,7 @@ def test_concise_lines_and_footer(bad_file: Path, capsys) -> None:
         f"{bad_file}:6:1: DPW011 [missing-destroy-process-group] `init_process_group` is called "
         "but `destroy_process_group` never is",
         "Found 2 issues.",
+        "No fixes available (2 hidden fixes can be enabled with the `--unsafe-fixes` option).",
     ]
 
 
@@ -61,8 +62,11 @@ def test_full_shows_source_caret_and_help(bad_file: Path, capsys) -> None:
         '5 | os.environ["MASTER_PORT"] = "29500"',
         "  | " + "^" * len('os.environ["MASTER_PORT"] = "29500"') + " DPW008",
     ]
-    assert block[-1].startswith("  = help: pick a free port")
-    assert out.rstrip().endswith("Found 2 issues.")
+    assert block[-2].startswith("  = help: pick a free port")
+    assert block[-1] == (
+        "  = fix (unsafe): Use `os.environ.setdefault` (the environment can override it)"
+    )
+    assert "\nFound 2 issues.\nNo fixes available (2 hidden fixes" in out
 
 
 def test_clean_run_exits_0_with_ruffs_message(tmp_path: Path, capsys) -> None:

@@ -28,14 +28,14 @@ _SUFFIX = ".tmp"
 
 
 @contextmanager
-def atomic_file(path: Path, fsync: bool = False) -> Iterator[BinaryIO]:
+def atomic_file(path: Path, fsync: bool = False, mode: int = 0o644) -> Iterator[BinaryIO]:
     """Yield a temporary file beside ``path``; it replaces ``path`` only if the block succeeds."""
-    with atomic_files(path, fsync=fsync) as (fh,):
+    with atomic_files(path, fsync=fsync, mode=mode) as (fh,):
         yield fh
 
 
 @contextmanager
-def atomic_files(*paths: Path, fsync: bool = False) -> Iterator[list[BinaryIO]]:
+def atomic_files(*paths: Path, fsync: bool = False, mode: int = 0o644) -> Iterator[list[BinaryIO]]:
     """Like atomic_file for files that belong together: all of them are replaced, or none.
 
     The renames run with SIGINT and SIGTERM deferred: an interrupt cannot fall between them.
@@ -61,7 +61,7 @@ def atomic_files(*paths: Path, fsync: bool = False) -> Iterator[list[BinaryIO]]:
             fh.close()
         with deferred():
             for path, tmp in staged:
-                os.chmod(tmp, 0o644)
+                os.chmod(tmp, mode)
                 os.replace(tmp, path)
     except BaseException as exc:
         for fh in handles:

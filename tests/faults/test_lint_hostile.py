@@ -71,3 +71,35 @@ def test_empty_select_is_a_usage_error(tmp_path: Path, select: str) -> None:
     assert (result.returncode, result.stdout) == (2, "")
     assert len(result.stderr.strip().splitlines()) == 1
     assert "names no rule" in result.stderr
+
+
+def test_fix_on_hostile_files_changes_only_what_it_can_fix(tmp_path: Path) -> None:
+    """--fix --unsafe-fixes over deep nesting, an oversized file, undecodable bytes, a syntax
+    error (Python-2 style) and a fixable file: one finding or one error line each, no crash,
+    only the fixable file rewritten."""
+    hostile = {
+        "a_deep.py": _deep(3000).encode(),
+        "b_huge.py": b"import os\n" + b"x = 1\n" * (MAX_FILE_BYTES // 6 + 1),
+        "c_binary.py": b"import torch\n\xff\xfe\x00bad bytes\n",
+        "d_py2.py": b"import torch\nx = y.cuda(async=True)\n",
+        "e_empty.py": b"",
+    }
+    for name, data in hostile.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "f_bad.py").write_text(BAD)
+    result = run_cli(
+        "lint", str(tmp_path), "--fix", "--unsafe-fixes", "--format", "json", timeout=120
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == ""
+    found = sorted((Path(f["path"]).name, f["code"]) for f in json.loads(result.stdout))
+    assert found == [
+        ("a_deep.py", "DPW016"),
+        ("b_huge.py", "DPW016"),
+        ("c_binary.py", "DPW000"),
+        ("d_py2.py", "DPW000"),
+    ]
+    for name, data in hostile.items():
+        assert (tmp_path / name).read_bytes() == data, name
+    fixed = (tmp_path / "f_bad.py").read_text()
+    assert fixed == 'import os\nos.environ.setdefault("MASTER_PORT", "29500")\n'

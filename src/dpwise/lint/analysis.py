@@ -10,9 +10,10 @@ import ast
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dpwise.lint import names as N
+from dpwise.lint.edits import Text, split_lines
 from dpwise.lint.index import FUNCTIONS, LOOPS, MODULE, Index, build_index, pos
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ class FileContext:
         self.idx: Index = build_index(tree)
         self.names = N.Names(N.import_aliases(self.idx.imports), self.idx.bound)
         self._local: dict[ast.AST, str | None] = {}
+        self.memo: dict[str, Any] = {}  # answers a rule computes once per file
 
     # -- names and calls -------------------------------------------------------------------
     def qual(self, expr: ast.AST) -> str | None:
@@ -224,5 +226,10 @@ class FileContext:
         return lines[lineno - 1] if 0 < lineno <= len(lines) else ""
 
     @cached_property
+    def text(self) -> Text:
+        """The source in edit coordinates, for fixes."""
+        return Text(self.source)
+
+    @cached_property
     def lines(self) -> list[str]:
-        return self.source.splitlines()
+        return split_lines(self.source)  # numbered as the parser numbers them

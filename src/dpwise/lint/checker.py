@@ -8,9 +8,10 @@ from collections.abc import Iterable
 
 from dpwise.lint import files
 from dpwise.lint.analysis import FileContext
-from dpwise.lint.model import Finding, Hit, Rule
+from dpwise.lint.edits import column as _column
+from dpwise.lint.model import Finding, Fix, Hit, Rule
 from dpwise.lint.project import Project
-from dpwise.lint.rules import CHECKS, NOT_CHECKED, SYNTAX_ERROR, selected
+from dpwise.lint.rules import CHECKS, FIXERS, NOT_CHECKED, SYNTAX_ERROR, selected
 
 # A file that mentions none of these cannot trigger any rule (names resolve through imports of
 # torch or the conventional aliases, or through a set-up helper such as `dist_util.setup_dist()`
@@ -18,14 +19,20 @@ from dpwise.lint.rules import CHECKS, NOT_CHECKED, SYNTAX_ERROR, selected
 _TRIGGERS = ("torch", "DDP", "DataParallel", "dist", "mp.", "nn.", "MASTER_PORT")
 
 
-def _column(line: str, byte_offset: int) -> int:
-    """ast's UTF-8 byte offset -> 1-based character column."""
-    if line.isascii():
-        return byte_offset + 1
-    return len(line.encode("utf-8")[:byte_offset].decode("utf-8", errors="replace")) + 1
+def _fix(rule: Rule, ctx: FileContext, hit: Hit) -> Fix | None:
+    """The hit's fix, if its rule has a fixer and the fixer can write one here. A fixer that
+    fails (a bug, code LibCST cannot read, an expression too deep for it) offers no fix: a
+    finding is never lost to it."""
+    fixer = FIXERS.get(rule.code)
+    if fixer is None:
+        return None
+    try:
+        return fixer(ctx, hit)
+    except (Exception, RecursionError, MemoryError):
+        return None
 
 
-def _finding(rule: Rule, path: str, ctx: FileContext, hit: Hit) -> Finding:
+def _finding(rule: Rule, path: str, ctx: FileContext, hit: Hit, fixes: bool) -> Finding:
     node = hit.node
     line = node.lineno  # type: ignore[attr-defined]
     text = ctx.line_text(line)
@@ -44,6 +51,7 @@ def _finding(rule: Rule, path: str, ctx: FileContext, hit: Hit) -> Finding:
         end_line=end_line,
         end_col=end_col,
         source_line=text,
+        fix=_fix(rule, ctx, hit) if fixes else None,
     )
 
 
@@ -107,12 +115,14 @@ def lint_source(
     path: str = "<string>",
     rules: list[Rule] | None = None,
     project: Project | None = None,
+    fixes: bool = False,
 ) -> list[Finding]:
-    """Findings for one file's text, noqa applied, sorted. A file nested too deeply to parse
-    or analyse (RecursionError, MemoryError) is one `file-not-checked` finding."""
+    """Findings for one file's text, noqa applied, sorted; with `fixes`, each carries its fix
+    where its rule has one. A file nested too deeply to parse or analyse (RecursionError,
+    MemoryError) is one `file-not-checked` finding."""
     rules = selected(None, None) if rules is None else rules
     try:
-        return _lint_source(source, path, rules, project)
+        return _lint_source(source, path, rules, project, fixes)
     except (RecursionError, MemoryError) as exc:
         if not any(r.code == NOT_CHECKED.code for r in rules):
             return []
@@ -121,7 +131,7 @@ def lint_source(
 
 
 def _lint_source(
-    source: str, path: str, rules: list[Rule], project: Project | None
+    source: str, path: str, rules: list[Rule], project: Project | None, fixes: bool
 ) -> list[Finding]:
     codes = {r.code for r in rules}
     try:
@@ -137,7 +147,7 @@ def _lint_source(
         if check is None:
             continue
         try:
-            found += [_finding(rule, path, ctx, hit) for hit in check(ctx)]
+            found += [_finding(rule, path, ctx, hit, fixes) for hit in check(ctx)]
         except (RecursionError, MemoryError):
             raise  # the file's depth, not a bug in the rule: lint_source reports it
         except Exception as exc:  # a bug in a rule: say where, keep the traceback
@@ -151,6 +161,7 @@ def lint_paths(
     select: Iterable[str] | str | None = None,
     ignore: Iterable[str] | str | None = None,
     skipped: list[str] | None = None,
+    fixes: bool = False,
 ) -> list[Finding]:
     """Check files and folders (recursing into `*.py`); findings sorted by path, line, column.
     Unknown rule codes or names, and missing or unreadable paths, raise DpwiseError. Files in
@@ -174,5 +185,5 @@ def lint_paths(
                 why = f"{exc.args[0]:,} bytes is over the {limit} MiB limit for one file"
                 found.append(_not_checked(path, "", why))
             continue
-        found += lint_source(source, path, rules, project)
+        found += lint_source(source, path, rules, project, fixes)
     return sorted(found)

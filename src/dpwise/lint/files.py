@@ -77,6 +77,12 @@ def read_source(path: str) -> str:
     """The file's text, decoded as Python does (PEP 263 cookie, BOM, UTF-8 by default).
     Raises UnicodeDecodeError / SyntaxError for undecodable bytes, TooLarge over
     MAX_FILE_BYTES, DpwiseError if unreadable or not a regular file."""
+    return read_with_encoding(path)[0]
+
+
+def read_with_encoding(path: str) -> tuple[str, str]:
+    """(text, encoding): the encoding to write the text back with (`utf-8-sig` keeps a BOM).
+    Line endings are left as they are."""
     try:
         # O_NONBLOCK: a FIFO swapped in after discovery is refused below instead of blocking.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -93,7 +99,7 @@ def read_source(path: str) -> str:
         raise TooLarge(len(data))
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
-    return text.removeprefix("\ufeff")
+    return text.removeprefix("\ufeff"), encoding
 
 
 def noqa_lines(source: str) -> Noqa:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dpwise.errors import DpwiseError
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.files import MAX_FILE_BYTES
-from dpwise.lint.model import Hit, Rule
+from dpwise.lint.model import Fix, Hit, Rule
 from dpwise.lint.rules import (
     accumulation_without_no_sync,
     batchnorm_without_sync,
@@ -35,6 +35,7 @@ from dpwise.lint.rules import (
 )
 
 Check = Callable[[FileContext], Iterator[Hit]]
+Fixer = Callable[[FileContext, Hit], Fix | None]
 
 SYNTAX_ERROR = Rule(
     code="DPW000",
@@ -125,6 +126,8 @@ RULES: tuple[Rule, ...] = tuple(
 )
 ALWAYS_ON = frozenset({SYNTAX_ERROR.code, NOT_CHECKED.code})  # unless ignored
 CHECKS: dict[str, Check] = {m.RULE.code: m.check for m in _MODULES}
+# A rule module with a `fix(ctx, hit)` offers fixes (`dpwise lint --fix`).
+FIXERS: dict[str, Fixer] = {m.RULE.code: m.fix for m in _MODULES if hasattr(m, "fix")}
 _BY_KEY = {key: rule for rule in RULES for key in (rule.code.lower(), rule.name)}
 
 

@@ -64,6 +64,14 @@ _TORCHVISION_BN = re.compile(
 
 
 def uses_batchnorm(ctx: FileContext) -> bool:
+    """Does the file build a BatchNorm layer (directly or through a torchvision model)?
+    Asked once per call by other rules, so the answer is kept on the file's context."""
+    if "uses_batchnorm" not in ctx.memo:
+        ctx.memo["uses_batchnorm"] = _uses_batchnorm(ctx)
+    return ctx.memo["uses_batchnorm"]
+
+
+def _uses_batchnorm(ctx: FileContext) -> bool:
     if "BatchNorm" in ctx.source:
         for node in ast.walk(ctx.tree):
             if isinstance(node, ast.Attribute | ast.Name) and ctx.qual(node) in N.BATCHNORM:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
+from dpwise.lint import cst
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
-from dpwise.lint.model import Hit, Rule
+from dpwise.lint.model import SAFE, UNSAFE, Edit, Fix, Hit, Rule
 
 DOCS = """\
 ## What it does
@@ -37,6 +39,16 @@ scaler = torch.amp.GradScaler("cuda")
 with torch.amp.autocast("cuda"):
     loss = model(x)
 ```
+
+## Fix
+Rewrites each use to `torch.amp`, with the device type the old entry point implied:
+`torch.cuda.amp.autocast(args)` becomes `torch.amp.autocast("cuda", args)` (positional arguments
+get their names, because the order of the parameters changed) and `GradScaler(args)` becomes
+`GradScaler("cuda", args)`. For `from torch.cuda.amp import autocast, GradScaler`, the import
+and every use of its names are rewritten together (offered only when every use is a call or a
+decorator). Safe for `autocast` and `GradScaler`: the old entry points call the new ones with
+exactly these arguments. Unsafe for `custom_fwd` / `custom_bwd`: `torch.amp.custom_fwd` needs
+PyTorch 2.4.
 
 ## References
 - https://pytorch.org/docs/stable/amp.html
@@ -96,3 +108,132 @@ def check(ctx: FileContext) -> Iterator[Hit]:
             q = ctx.qual(decorator)
             if q in N.DEPRECATED_AMP:
                 yield _hit(decorator, q)
+
+
+_FROM = re.compile(r"from\s+torch\s*\.\s*(cuda|cpu)\s*\.\s*amp\b")
+_AUTOCAST_PARAMS = ("enabled", "dtype", "cache_enabled")  # torch.cuda.amp.autocast's order
+
+
+def _parts(q: str) -> tuple[str, str]:
+    """'torch.cuda.amp.autocast_mode.autocast' -> ('cuda', 'autocast')."""
+    return q.split(".")[1], q.rsplit(".", 1)[1]
+
+
+def _arguments(call, device: str, kind: str):  # type: ignore[no-untyped-def]
+    """The old call's arguments in the new entry point's terms."""
+    if kind == "autocast":
+        named = cst.positional_as_keywords(call, _AUTOCAST_PARAMS)
+        return cst.with_first(named, f'"{device}"') if named is not None else None
+    if kind == "GradScaler":
+        return cst.with_first(call, f'"{device}"')
+    return cst.with_keyword(call, "device_type", f'"{device}"')  # custom_fwd / custom_bwd
+
+
+def _use_edit(ctx: FileContext, node: ast.AST, device: str, kind: str, func: str | None):
+    """A call or decorator rewritten; `func` replaces the callee's name when given."""
+    if not isinstance(node, ast.Call):  # a bare decorator: `@custom_fwd`
+        return ctx.text.replace(node, f'{func or ctx.text.segment(node)}(device_type="{device}")')
+
+    def rewrite(call):  # type: ignore[no-untyped-def]
+        new = _arguments(call, device, kind)
+        return cst.with_func(new, func) if new is not None and func else new
+
+    return cst.call_edit(ctx.text, node, rewrite)
+
+
+def _root(expr: ast.AST) -> ast.AST:
+    while isinstance(expr, ast.Attribute):
+        expr = expr.value
+    return expr
+
+
+def fix(ctx: FileContext, hit: Hit) -> Fix | None:
+    node = hit.node
+    func = node.func if isinstance(node, ast.Call) else node
+    q = ctx.qual(func)
+    if q is None:
+        return None
+    device, kind = _parts(q)
+    applicability = SAFE if kind in ("autocast", "GradScaler") else UNSAFE
+    message = f"Use `torch.amp.{kind}` with device type `{device}`"
+    root = _root(func)
+    if isinstance(root, ast.Name) and ctx.names.base(root.id) == "torch":
+        edit = _use_edit(ctx, node, device, kind, f"{root.id}.amp.{kind}")
+        return Fix(applicability, message, (edit,)) if edit else None
+    edits = _from_import_edits(ctx, func)
+    if not edits:
+        return None
+    unsafe = any("device_type" in e.content for e in edits)
+    message = "Import from `torch.amp` and pass the device type at every use"
+    return Fix(UNSAFE if unsafe else SAFE, message, edits)
+
+
+def _from_import_edits(ctx: FileContext, func: ast.AST) -> tuple[Edit, ...] | None:
+    """`from torch.cuda.amp import autocast, GradScaler`: every such import and every use of the
+    names they bind, rewritten together (or nothing: when a name is used other than called or as
+    a decorator, bound another way too, or imported for two devices)."""
+    if not isinstance(func, ast.Name):
+        return None
+    group = _binding(ctx, {func.id})
+    if group is None:
+        return None
+    devices = {i.module.split(".")[1] for i in group}  # type: ignore[union-attr]
+    local = {a.asname or a.name: a.name for i in group for a in i.names}
+    if len(devices) != 1 or any(name not in _KINDS for name in local.values()):
+        return None
+    if set(local) & ctx.idx.bound:  # also assigned or defined in the file
+        return None
+    (device,) = devices
+    edits: list[Edit] = []
+    for use in _uses(ctx, set(local)):
+        if use is None:
+            return None
+        name = use.func.id if isinstance(use, ast.Call) else use.id  # type: ignore[attr-defined]
+        edit = _use_edit(ctx, use, device, local[name], None)
+        if edit is None:
+            return None
+        edits.append(edit)
+    for stmt in group:
+        match = _FROM.match(ctx.text.segment(stmt))
+        if match is None:
+            return None
+        line, col = ctx.text.start(stmt)
+        edits.append(Edit(line, col, line, col + match.end(), "from torch.amp"))
+    return tuple(sorted(edits))
+
+
+_OLD_MODULES = ("torch.cuda.amp", "torch.cpu.amp")
+
+
+def _binding(ctx: FileContext, names: set[str]) -> list[ast.ImportFrom] | None:
+    """The imports that bind these names, and those that bind the other names they import, and
+    so on; None unless every one is a `from torch.cuda.amp import ...` (or `torch.cpu.amp`)."""
+    group: list[ast.ImportFrom] = []
+    while True:
+        more = [
+            i
+            for i in ctx.idx.imports
+            if i not in group and any((a.asname or a.name) in names for a in i.names)
+        ]
+        if not more:
+            return group or None
+        for i in more:
+            if not (isinstance(i, ast.ImportFrom) and i.level == 0 and i.module in _OLD_MODULES):
+                return None
+            group.append(i)
+            names |= {a.asname or a.name for a in i.names}
+
+
+_KINDS = ("autocast", "GradScaler", "custom_fwd", "custom_bwd")
+
+
+def _uses(ctx: FileContext, names: set[str]) -> list[ast.AST | None]:
+    """Each use of the names: the call, or the bare decorator; None for any other use."""
+    nodes = list(ast.walk(ctx.tree))
+    decorators = {id(d) for node in nodes for d in getattr(node, "decorator_list", ())}
+    called = {id(n.func): n for n in nodes if isinstance(n, ast.Call)}
+    return [
+        called.get(id(node)) or (node if id(node) in decorators else None)
+        for node in nodes
+        if isinstance(node, ast.Name) and node.id in names
+    ]

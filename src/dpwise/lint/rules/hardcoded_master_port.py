@@ -10,7 +10,7 @@ from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.index import MODULE
 from dpwise.lint.loaders import assigned_values, keyword
-from dpwise.lint.model import Hit, Rule
+from dpwise.lint.model import UNSAFE, Edit, Fix, Hit, Rule
 
 DOCS = """\
 ## What it does
@@ -52,6 +52,13 @@ os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
 os.environ.setdefault("MASTER_PORT", str(free_port()))
 ```
 Or launch with `torchrun --standalone`, which picks a free port and sets `MASTER_PORT` itself.
+
+## Fix (unsafe)
+Keeps the literal as a default the environment can override: `os.environ["MASTER_PORT"] = "29500"`
+becomes `os.environ.setdefault("MASTER_PORT", "29500")`, and a literal `"tcp://host:23456"` (in
+the call, in a variable, or in the `add_argument` default it comes from) becomes
+`f"tcp://host:{os.environ.get('MASTER_PORT', '23456')}"` (adding `import os` if the file has
+none). Unsafe: a `MASTER_PORT` already in the environment now wins over the literal.
 """
 
 RULE = Rule(
@@ -121,11 +128,12 @@ def _environ_writes(ctx: FileContext) -> Iterator[tuple[ast.AST, ast.AST, str]]:
                         yield key, value, ctx.scope(call)
 
 
-def _init_methods(ctx: FileContext) -> Iterator[ast.AST]:
+def _init_methods(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
+    """(init_method, scope of the call) for a TCP `init_method` with a literal port."""
     for call in ctx.init_calls:
         method = keyword(call, "init_method") or (call.args[1] if len(call.args) > 1 else None)
         if method is not None and any(_TCP.match(t) for t in _texts(ctx, method, ctx.scope(call))):
-            yield method
+            yield method, ctx.scope(call)
 
 
 def _texts(ctx: FileContext, expr: ast.AST, scope: str) -> list[str]:
@@ -211,10 +219,81 @@ def _argument_default(ctx: FileContext, dest: str) -> ast.AST | None:
 def check(ctx: FileContext) -> Iterator[Hit]:
     for node, value, scope in _environ_writes(ctx):
         if _constant(ctx, value, scope):
-            yield Hit(node)
-    for node in _init_methods(ctx):
+            yield Hit(node, data="environ")
+    for node, scope in _init_methods(ctx):
         yield Hit(
             node,
             message="`init_method` has a literal TCP port: the next job on this node "
             "collides with it",
+            data=scope,
         )
+
+
+_PLAIN = re.compile(r"""^(?P<q>["'])(?P<url>tcp://[^"'{}\\]*:)(?P<port>\d+)(?P=q)$""")
+
+
+def fix(ctx: FileContext, hit: Hit) -> Fix | None:
+    if hit.data == "environ":
+        return _setdefault(ctx, hit.node)
+    literal = _literal(ctx, hit.node, hit.data)
+    match = _PLAIN.match(ctx.text.segment(literal)) if literal is not None else None
+    if match is None:
+        return None
+    os_name, import_edit = _os(ctx)
+    if os_name is None:
+        return None
+    q, port = match["q"], match["port"]
+    other = "'" if q == '"' else '"'
+    lookup = f"{os_name}.environ.get({other}MASTER_PORT{other}, {other}{port}{other})"
+    edit = ctx.text.replace(literal, f"f{q}{match['url']}{{{lookup}}}{q}")
+    message = f"Read the port from `MASTER_PORT`, {port} by default"
+    return Fix(UNSAFE, message, tuple(sorted(e for e in (edit, import_edit) if e)))
+
+
+def _setdefault(ctx: FileContext, stmt: ast.AST) -> Fix | None:
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return None
+    target = stmt.targets[0]
+    if not isinstance(target, ast.Subscript):
+        return None
+    value = stmt.value
+    shown = ctx.text.segment(value)
+    if isinstance(value, ast.Constant) and isinstance(value.value, int):
+        shown = f'"{value.value}"'  # an int in os.environ raises TypeError
+    environ, key = ctx.text.segment(target.value), ctx.text.segment(target.slice)
+    edit = ctx.text.replace(stmt, f"{environ}.setdefault({key}, {shown})")
+    return Fix(UNSAFE, "Use `os.environ.setdefault` (the environment can override it)", (edit,))
+
+
+def _literal(ctx: FileContext, expr: ast.AST, scope: str) -> ast.Constant | None:
+    """The string literal the `init_method` comes from: itself, a name assigned it once, or an
+    `args.` attribute's `add_argument` default."""
+    if isinstance(expr, ast.Name) and not _param(ctx, scope, expr.id):
+        for where in dict.fromkeys((scope, MODULE)):
+            values = list(assigned_values(ctx, where, expr.id))
+            if values:
+                expr = values[0] if len(values) == 1 else expr
+                break
+    elif isinstance(expr, ast.Attribute):
+        expr = _argument_default(ctx, expr.attr) or expr
+    return expr if isinstance(expr, ast.Constant) and isinstance(expr.value, str) else None
+
+
+def _os(ctx: FileContext) -> tuple[str | None, Edit | None]:
+    """The name `os` is imported as, or `os` with the edit that imports it."""
+    for name, target in ctx.names.aliases.items():
+        if target == "os":
+            return name, None
+    if "os" in ctx.idx.bound:
+        return None, None
+    first = next(
+        (
+            s
+            for s in ctx.tree.body
+            if isinstance(s, ast.Import | ast.ImportFrom)
+            and not (isinstance(s, ast.ImportFrom) and s.module == "__future__")
+        ),
+        None,
+    )
+    edit = ctx.text.insert_before(first, ["import os"]) if first is not None else None
+    return ("os", edit) if edit is not None else (None, None)

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
-from dpwise.lint.index import pos
-from dpwise.lint.model import Hit, Rule
+from dpwise.lint.index import MODULE, pos
+from dpwise.lint.model import UNSAFE, Fix, Hit, Rule
 
 DOCS = """\
 ## What it does
@@ -45,6 +45,14 @@ def main():
     finally:
         dist.destroy_process_group()
 ```
+
+## Fix (unsafe)
+Appends `dist.destroy_process_group()` (with the file's name for `torch.distributed`) to the
+function that runs the training: the one that creates the group, or, when that is a set-up helper
+without a loop called from one place, its caller (up to the `if __name__ == "__main__":` block).
+Where the group may not exist when that point is reached (created under an `if`, or by a helper),
+the call is guarded by `if dist.is_initialized():`. Unsafe: a `return` before the end, or an
+exception, still skips it; a `try`/`finally` is the complete answer.
 
 ## References
 - https://pytorch.org/docs/stable/distributed.html#shutdown
@@ -99,3 +107,82 @@ def check(ctx: FileContext) -> Iterator[Hit]:
         name = N.last_name(helpers[0].func)
         message = f"`{name}` creates the process group but `destroy_process_group` is never called"
         yield Hit(helpers[0], message=message)
+
+
+def _dist(ctx: FileContext) -> str | None:
+    """How the file names `torch.distributed`."""
+    aliases = ctx.names.aliases
+    for name, target in aliases.items():
+        if target == "torch.distributed":
+            return name
+    torch = next((name for name, target in aliases.items() if target == "torch"), None)
+    return f"{torch}.distributed" if torch else None
+
+
+def _main_guard(ctx: FileContext) -> ast.If | None:
+    return next(
+        (
+            s
+            for s in ctx.tree.body
+            if isinstance(s, ast.If)
+            and isinstance(s.test, ast.Compare)
+            and isinstance(s.test.left, ast.Name)
+            and s.test.left.id == "__name__"
+        ),
+        None,
+    )
+
+
+def _block(ctx: FileContext, call: ast.Call) -> tuple[list[ast.stmt], bool] | None:
+    """The statements after which the group can go (the training function's body, or the main
+    block) and whether the group surely exists there (created by a statement of that block)."""
+    scope = ctx.scope(call)
+    direct = True
+    for _ in range(4):
+        if scope == MODULE:
+            guard = _main_guard(ctx)
+            block = guard.body if guard is not None else ctx.tree.body
+            break
+        info = ctx.idx.functions[scope]
+        loops = any(ctx.scope(loop) == scope for loop in ctx.idx.loops)
+        sites = ctx.callers.get(scope, [])
+        if loops or len(sites) != 1:
+            block = info.node.body
+            break
+        scope, call = sites[0]
+        direct = False  # a helper made it: perhaps only when distributed
+    else:
+        return None
+    surely = direct and ctx.statement_of(call) in block and call in ctx.init_calls
+    return block, surely
+
+
+def _ends(stmt: ast.stmt) -> bool:
+    """A statement that leaves: the new call goes before it."""
+    if isinstance(stmt, ast.Return | ast.Raise):
+        return True
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and N.last_name(stmt.value.func) == "exit"
+    )
+
+
+def fix(ctx: FileContext, hit: Hit) -> Fix | None:
+    dist = _dist(ctx)
+    found = _block(ctx, hit.node) if dist else None  # type: ignore[arg-type]
+    if found is None:
+        return None
+    block, surely = found
+    last = block[-1]
+    indent = ctx.text.indent(last)
+    if indent is None:
+        return None
+    destroy = f"{dist}.destroy_process_group()"
+    unit = "\t" if "\t" in indent else "    "
+    code = [destroy] if surely else [f"if {dist}.is_initialized():", f"{unit}{destroy}"]
+    if _ends(last):
+        edit = ctx.text.insert_before(last, code)
+    else:
+        edit = ctx.text.insert_after(last, code, indent)
+    return Fix(UNSAFE, f"Call `{destroy}` when training ends", (edit,)) if edit else None

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
+from dpwise.lint.index import pos
 from dpwise.lint.loaders import assigned_values, in_factory, shuffling_samplers
-from dpwise.lint.model import Hit, Rule
+from dpwise.lint.model import UNSAFE, Fix, Hit, Rule
 
 DOCS = """\
 ## What it does
@@ -19,9 +20,10 @@ epoch; also `for _ in range(args.epochs)` and `for _ in trange(n, desc="Epoch")`
 counts epochs) for a call of `set_epoch` with a non-constant argument (`sampler.set_epoch(epoch)`,
 `loader.sampler.set_epoch(epoch)`, on any receiver). Samplers built with `shuffle=False` and
 samplers for evaluation data are not reported. A library function that builds the sampler and
-returns it (or a loader made from it) without iterating it leaves `set_epoch` to its caller: the
-finding is reported in the script that calls it (`get_loader(args)` from a sibling module) when
-that script runs an epoch loop with no `set_epoch`.
+returns it (or a loader made from it) without iterating it, and that no epoch loop of its own file
+calls, leaves `set_epoch` to its caller: the finding is reported in the script that calls it
+(`get_loader(args)` from a sibling module) when that script runs an epoch loop with no
+`set_epoch`; there is no automatic fix for it (the sampler is not in that file).
 
 ## Why is this bad?
 `DistributedSampler` seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` the epoch
@@ -45,6 +47,12 @@ for epoch in range(epochs):
     for x, y in loader:
         ...
 ```
+
+## Fix (unsafe)
+Inserts `sampler.set_epoch(epoch)` (or `loader.sampler.set_epoch(epoch)` for a sampler built
+inside the `DataLoader(...)` call) as the first statement of the epoch loop that follows it in
+the same function. Unsafe: the order of the samples changes from the second epoch on, which is
+the point, but changes the results.
 
 ## References
 - https://pytorch.org/docs/stable/data.html#torch.utils.data.distributed.DistributedSampler
@@ -86,16 +94,28 @@ def _counts_epochs(ctx: FileContext, loop: ast.stmt) -> bool:
     return False
 
 
+def _is_epoch_loop(ctx: FileContext, loop: ast.stmt) -> bool:
+    target = getattr(loop, "target", None)
+    if target is not None and any(
+        isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target)
+    ):
+        return True
+    return _endless_passes(loop) or _counts_epochs(ctx, loop)
+
+
 def _epoch_loop(ctx: FileContext) -> bool:
-    for loop in ctx.idx.loops:
-        target = getattr(loop, "target", None)
-        if target is not None and any(
-            isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target)
-        ):
-            return True
-        if _endless_passes(loop) or _counts_epochs(ctx, loop):
-            return True
-    return False
+    return any(_is_epoch_loop(ctx, loop) for loop in ctx.idx.loops)
+
+
+def _handed_off(ctx: FileContext, call: ast.Call) -> bool:
+    """Built by a library function for its callers, and no caller in this file runs the epochs
+    (`make_loader(data)` called from this file's own `for epoch in ...` function is not)."""
+    if not in_factory(ctx, call):
+        return False
+    callers = {caller for caller, _ in ctx.callers.get(ctx.scope(call), ())}
+    return not any(
+        ctx.scope(loop) in callers and _is_epoch_loop(ctx, loop) for loop in ctx.idx.loops
+    )
 
 
 def _endless_passes(loop: ast.stmt) -> bool:
@@ -131,15 +151,77 @@ def _factory_calls(ctx: FileContext) -> Iterator[tuple[ast.Call, str]]:
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:
-    if _sets_epoch(ctx) or not _epoch_loop(ctx):
+    if _sets_epoch(ctx):
         return
-    for call in shuffling_samplers(ctx):
-        if not in_factory(ctx, call):
-            yield Hit(call)
-    for call, where in _factory_calls(ctx):
+    local = [call for call in shuffling_samplers(ctx) if not _handed_off(ctx, call)]
+    remote = list(_factory_calls(ctx)) if ctx.is_ddp_script else []
+    if not (local or remote) or not _epoch_loop(ctx):
+        return
+    for call in local:
+        yield Hit(call)
+    for call, where in remote:
         name = N.last_name(call.func)
         message = (
             f"`{name}` builds a shuffling `DistributedSampler` ({where}) but `set_epoch(epoch)` "
             "is never called: every epoch uses the same order"
         )
-        yield Hit(call, message=message)
+        yield Hit(call, message=message, data="factory")  # the sampler is not in this file
+
+
+def _holder(ctx: FileContext, call: ast.Call) -> str | None:
+    """What names the sampler where the epoch loop runs: `sampler` for `sampler =
+    DistributedSampler(...)`, `loader.sampler` for `loader = DataLoader(..., sampler=...(...))`."""
+    parent = ctx.idx.parents.get(call)
+    suffix = ""
+    if isinstance(parent, ast.keyword) and parent.arg == "sampler":
+        parent = ctx.idx.parents.get(parent)
+        if not (isinstance(parent, ast.Call) and ctx.qual(parent.func) in N.DATALOADER):
+            return None
+        call, parent, suffix = parent, ctx.idx.parents.get(parent), ".sampler"
+    if not (isinstance(parent, ast.Assign) and parent.value is call and len(parent.targets) == 1):
+        return None
+    target = parent.targets[0]
+    if isinstance(target, ast.Name) or (
+        isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    ):
+        return ast.unparse(target) + suffix
+    return None
+
+
+def _loop_after(ctx: FileContext, call: ast.Call, holder: str) -> ast.For | None:
+    scope = ctx.scope(call)
+    same_class = holder.startswith("self.") and ctx.class_of(scope) is not None
+    for loop in ctx.idx.loops:
+        if not (isinstance(loop, ast.For) and isinstance(loop.target, ast.Name)):
+            continue
+        if "epoch" not in loop.target.id.lower():
+            continue
+        where = ctx.scope(loop)
+        if where == scope and pos(loop) > pos(call):
+            return loop
+        if same_class and where != scope and ctx.class_of(where) == ctx.class_of(scope):
+            return loop
+    return None
+
+
+def _plan(ctx: FileContext, call: ast.Call) -> tuple[ast.For, str] | None:
+    holder = _holder(ctx, call)
+    loop = _loop_after(ctx, call, holder) if holder else None
+    if loop is None or loop.body[0].lineno == loop.lineno:
+        return None
+    return loop, f"{holder}.set_epoch({loop.target.id})"  # type: ignore[attr-defined]
+
+
+def fix(ctx: FileContext, hit: Hit) -> Fix | None:
+    """One fix per epoch loop, setting the epoch of every reported sampler it serves (the rule
+    goes quiet after the first `set_epoch`, so one at a time would leave the others out)."""
+    mine = _plan(ctx, hit.node) if hit.data != "factory" else None  # type: ignore[arg-type]
+    if mine is None:
+        return None
+    plans = [_plan(ctx, h.node) for h in check(ctx) if h.data != "factory"]  # type: ignore[arg-type]
+    lines = list(dict.fromkeys(p[1] for p in plans if p is not None and p[0] is mine[0]))
+    edit = ctx.text.insert_before(mine[0].body[0], lines)
+    message = f"Call {', '.join(f'`{line}`' for line in lines)} at the start of each epoch"
+    return Fix(UNSAFE, message, (edit,)) if edit else None

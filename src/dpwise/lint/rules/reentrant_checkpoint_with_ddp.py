@@ -5,10 +5,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from dpwise.lint import cst
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.loaders import keyword
-from dpwise.lint.model import Hit, Rule
+from dpwise.lint.model import UNSAFE, Fix, Hit, Rule
 
 DOCS = """\
 ## What it does
@@ -47,6 +48,11 @@ model.gradient_checkpointing_enable()
 h = checkpoint(block, h, use_reentrant=False)
 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 ```
+
+## Fix (unsafe)
+Passes `use_reentrant=False` (or sets `"use_reentrant": False` in the
+`gradient_checkpointing_kwargs` dictionary). Unsafe: the backward then recomputes activations
+another way (with different hooks and memory), which is the point, but wants a review.
 
 ## References
 - https://github.com/huggingface/accelerate/issues/389
@@ -104,7 +110,9 @@ def check(ctx: FileContext) -> Iterator[Hit]:
         given = keyword(call, "use_reentrant")
         if _reentrant(given):
             what = "without `use_reentrant=False`" if given is None else "with `use_reentrant=True`"
-            yield Hit(call, message=f"`{N.last_name(call.func)}` {what}: {_TAIL}")
+            yield Hit(
+                call, message=f"`{N.last_name(call.func)}` {what}: {_TAIL}", data="checkpoint"
+            )
     for call in ctx.calls_named("gradient_checkpointing_enable"):
         if _spread(call) or not _reentrant(keyword(call, "use_reentrant")):
             continue
@@ -115,4 +123,33 @@ def check(ctx: FileContext) -> Iterator[Hit]:
             yield Hit(
                 call,
                 message="`gradient_checkpointing_enable` without `use_reentrant: False`: " + _TAIL,
+                data="enable",
             )
+
+
+def fix(ctx: FileContext, hit: Hit) -> Fix | None:
+    call = hit.node
+    assert isinstance(call, ast.Call)
+    if hit.data == "checkpoint":
+        edit = cst.call_edit(
+            ctx.text, call, lambda c: cst.with_keyword(c, "use_reentrant", "False")
+        )
+        return Fix(UNSAFE, "Pass `use_reentrant=False`", (edit,)) if edit else None
+    kwargs = keyword(call, "gradient_checkpointing_kwargs")
+    if kwargs is None and call.args:
+        kwargs = call.args[0]
+    if kwargs is None or (isinstance(kwargs, ast.Constant) and kwargs.value is None):
+        value = '{"use_reentrant": False}'
+        edit = cst.call_edit(
+            ctx.text, call, lambda c: cst.with_keyword(c, "gradient_checkpointing_kwargs", value)
+        )
+    elif isinstance(kwargs, ast.Call):  # dict(use_reentrant=True)
+        edit = cst.call_edit(
+            ctx.text, kwargs, lambda c: cst.with_keyword(c, "use_reentrant", "False")
+        )
+    elif isinstance(kwargs, ast.Dict):
+        edit = cst.dict_edit(ctx.text, kwargs, '"use_reentrant"', "False")
+    else:
+        return None
+    message = 'Set `gradient_checkpointing_kwargs={"use_reentrant": False}`'
+    return Fix(UNSAFE, message, (edit,)) if edit else None

@@ -5,10 +5,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from dpwise.lint import cst
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.loaders import given, keyword
-from dpwise.lint.model import Hit, Rule
+from dpwise.lint.model import SAFE, Fix, Hit, Rule
 
 DOCS = """\
 ## What it does
@@ -30,6 +31,10 @@ loader = DataLoader(dataset, batch_size=64, shuffle=True, sampler=DistributedSam
 ```python
 loader = DataLoader(dataset, batch_size=64, sampler=DistributedSampler(dataset, shuffle=True))
 ```
+
+## Fix (safe)
+Removes `shuffle=True` (a positional `True` becomes `False`): the combination raises, so no
+working program changes behaviour.
 
 ## References
 - https://pytorch.org/docs/stable/data.html#torch.utils.data.DataLoader
@@ -60,4 +65,16 @@ def check(ctx: FileContext) -> Iterator[Hit]:
         value = shuffle.value if shuffle is not None else node
         samplers = (keyword(call, "sampler"), keyword(call, "batch_sampler"), *call.args[3:5])
         if node is not None and _true(value) and any(map(given, samplers)):
-            yield Hit(node)
+            yield Hit(node, data=call)
+
+
+def fix(ctx: FileContext, hit: Hit) -> Fix | None:
+    if not isinstance(hit.node, ast.keyword):  # `DataLoader(data, 64, True, sampler)`
+        return Fix(SAFE, "Pass `shuffle=False`", (ctx.text.replace(hit.node, "False"),))
+
+    def drop(call):  # type: ignore[no-untyped-def]
+        index = cst.keyword_index(call, "shuffle")
+        return cst.without_arg(call, index) if index is not None else None
+
+    edit = cst.call_edit(ctx.text, hit.data, drop)
+    return Fix(SAFE, "Remove `shuffle=True`", (edit,)) if edit else None

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.index import pos
-from dpwise.lint.model import Hit, Rule
+from dpwise.lint.model import UNSAFE, Fix, Hit, Rule
 from dpwise.lint.wrappers import Wrappers
 
 DOCS = """\
@@ -43,6 +43,12 @@ torch.save(model.state_dict(), "model.pt")
 model = DDP(model, device_ids=[local_rank])
 torch.save(model.module.state_dict(), "model.pt")
 ```
+
+## Fix (unsafe)
+Saves `model.module.state_dict()`; where the file wraps the model only on some paths (under an
+`if`), `getattr(model, "module", model).state_dict()`, which is right either way. Unsafe: the
+saved keys lose their `module.` prefix, so code that loads the old files into a wrapper must load
+into the unwrapped model (`model.module.load_state_dict(...)`) instead.
 
 ## References
 - https://pytorch.org/tutorials/intermediate/ddp_tutorial.html (save and load checkpoints)
@@ -141,3 +147,28 @@ def check(ctx: FileContext) -> Iterator[Hit]:
 def _shown(expr: ast.AST) -> str:
     text = ast.unparse(expr)
     return text if len(text) <= 40 and "\n" not in text else "model"
+
+
+def _sometimes_wrapped(ctx: FileContext) -> bool:
+    """Is any wrapper built under an `if` (or a conditional expression)?"""
+    built = [*ctx.ddp_calls, *ctx.calls_to(N.DATA_PARALLEL)]
+    return any(
+        isinstance(parent, ast.If | ast.IfExp) for call in built for parent in ctx.ancestors(call)
+    )
+
+
+def fix(ctx: FileContext, hit: Hit) -> Fix | None:
+    receiver = hit.node.func.value  # type: ignore[attr-defined]
+    text = ctx.text.segment(receiver)
+    simple = isinstance(receiver, ast.Name | ast.Attribute)
+    if simple and _sometimes_wrapped(ctx):
+        unwrapped = f'getattr({text}, "module", {text})'
+    elif simple or isinstance(receiver, ast.Subscript | ast.Call):
+        unwrapped = f"{text}.module"
+    else:
+        unwrapped = f"({text}).module"
+    if "\n" in text or "\r" in text:
+        return None
+    shown = _shown(receiver)
+    edit = ctx.text.replace(receiver, unwrapped)
+    return Fix(UNSAFE, f"Save the unwrapped model's state dict (`{shown}.module`)", (edit,))

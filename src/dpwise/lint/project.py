@@ -33,6 +33,7 @@ class Project:
         self._silencers: dict[str, frozenset[str]] = {}
         self._modules: dict[str, FileContext | None] = {}
         self._group_makers: dict[str, frozenset[str]] = {}
+        self._launchers: dict[str, frozenset[str]] = {}
         self._ddp_factories: dict[str, frozenset[str]] = {}
         self._sampler_factories: dict[str, dict[str, int]] = {}
 
@@ -83,6 +84,22 @@ class Project:
             path = self.module_path(importer, module)
             self._modules[key] = _context(path) if path else None
         return self._modules[key]
+
+    def launches_group(self, importer: str, module: str, func: str, depth: int = 0) -> bool:
+        """Does `func` create the group only in the workers it starts (`launch(main, n)`)?"""
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._launchers:
+            ctx = self._module(importer, module)
+            self._launchers[key] = group_launchers(ctx) if ctx is not None else frozenset()
+        if func in self._launchers[key]:
+            return True
+        ctx = self._module(importer, module)
+        if ctx is None or depth >= 2:
+            return False
+        return any(
+            self.launches_group(ctx.path, source, name, depth + 1)
+            for source, name in _reexports(ctx, func)
+        )
 
     def creates_group(self, importer: str, module: str, func: str, depth: int = 0) -> bool:
         """Does the sibling module's function `func` call `init_process_group` (directly, through
@@ -210,19 +227,31 @@ def ddp_factories(ctx: FileContext) -> frozenset[str]:
     )
 
 
-def group_makers(ctx: FileContext) -> frozenset[str]:
-    """Module-level functions that create a process group when called, or that start workers
-    which do (`launch(main)` spawning a `_worker` that calls `init_process_group`)."""
-    plain = Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)
-    starts = {
-        id(call) for key, calls in ctx.spawned.items() if plain.reaches(key) for call in calls
-    }
-    flow = Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT or id(call) in starts)
+def _public(ctx: FileContext, flow: Flow) -> frozenset[str]:
     return frozenset(
         key
         for key, info in ctx.idx.functions.items()
         if info.parent == MODULE and info.class_key is None and flow.reaches(key)
     )
+
+
+def group_makers(ctx: FileContext) -> frozenset[str]:
+    """Module-level functions that create a process group when called, or that start workers
+    which do (`launch(main)` spawning a `_worker` that calls `init_process_group`)."""
+    return _public(ctx, Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)) | group_launchers(
+        ctx
+    )
+
+
+def group_launchers(ctx: FileContext) -> frozenset[str]:
+    """Module-level functions that create the process group only in the workers they start."""
+    plain = Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)
+    starts = {
+        id(call) for key, calls in ctx.spawned.items() if plain.reaches(key) for call in calls
+    }
+    if not starts:
+        return frozenset()
+    return _public(ctx, Flow(ctx, lambda c, call: id(call) in starts)) - _public(ctx, plain)
 
 
 def _reexports(ctx: FileContext, func: str) -> list[tuple[str, str]]:

@@ -18,11 +18,11 @@ from dpwise.lint.project import replaces_print
 DOCS = """\
 ## What it does
 Checks DDP scripts (files that build a `DistributedDataParallel`, or scripts that call
-`init_process_group`) for side effects that should happen once, run outside a rank-0 guard:
-`torch.save`, `np.save*`, `json.dump` / `pickle.dump` / `yaml.dump`, `open(..., "w"/"a"/"x")`,
-`Path.write_text`, `.to_csv`, `.savefig`, `.save_pretrained`, `shutil.copy*`, a `SummaryWriter`,
-and `print` of metrics (a `print` that formats a value and mentions a loss, an accuracy,
-a score...).
+`init_process_group` or a set-up helper of the project that does) for side effects that should
+happen once, run outside a rank-0 guard: `torch.save`, `np.save*`, `json.dump` /
+`pickle.dump` / `yaml.dump`, `open(..., "w"/"a"/"x")`, `Path.write_text`, `.to_csv`,
+`.savefig`, `.save_pretrained`, `shutil.copy*`, a `SummaryWriter`, and `print` of metrics (a
+`print` that formats a value and mentions a loss, an accuracy, a score...).
 
 Guards recognised: `if rank == 0:`, `if dist.get_rank() == 0:`, `if local_rank in (-1, 0):`,
 `if self.gpu_id == 0:` (a worker's GPU index, or any name assigned from a rank),
@@ -300,7 +300,7 @@ class _Quiet:
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:
-    if not ctx.is_ddp_script:
+    if not (ctx.is_ddp_script or ctx.starts_group_by_helper):
         return
     guards = Guards(ctx)
     per_rank = per_rank_names(ctx)

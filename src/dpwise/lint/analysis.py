@@ -106,6 +106,30 @@ class FileContext:
         return bool(self.ddp_calls) or (bool(self.init_calls) and self.is_script)
 
     @cached_property
+    def starts_group_by_helper(self) -> bool:
+        """A script whose process group comes from a set-up helper of the project
+        (`init_distributed()` from `src/utils/distributed.py`)."""
+        return self.is_script and any(True for _ in self.group_helper_calls())
+
+    def group_helper_calls(self) -> Iterator[ast.Call]:
+        """Calls of another module's function of the project that creates the process group, and
+        of a well-known launcher whose workers do (`detectron2.engine.launch`)."""
+        project = self.project
+        for call, module, func in self.sibling_calls():
+            if f"{module}.{func}" in N.GROUP_LAUNCHERS or (
+                project is not None and project.creates_group(self.path, module, func)
+            ):
+                yield call
+
+    def launches_group(self, call: ast.Call) -> bool:
+        """Does this helper call create the group only in the workers it starts?"""
+        q = self.qual(call.func) or ""
+        module, _, func = q.rpartition(".")
+        if q in N.GROUP_LAUNCHERS:
+            return True
+        return self.project is not None and self.project.launches_group(self.path, module, func)
+
+    @cached_property
     def trains(self) -> bool:
         return "backward" in self.idx.attrs
 

@@ -5,11 +5,14 @@ Recognised guards: `if rank == 0:`, `if dist.get_rank() == 0:`, `if local_rank i
 from a rank, such as `gpu_id = int(os.environ["LOCAL_RANK"])`),
 `if int(os.environ["RANK"]) == 0:`, `if not rank:`, flags named like `is_main`, `is_master`,
 `master_process`, `is_main_process()`, `accelerator.is_main_process`, `trainer.is_global_zero`,
+a flag the file sets only from such tests (`args.save_logs = args.logs and is_master(args)`),
 `rank == 0 and ...`, the `else:` of `if rank != 0:`, early exits (`if rank != 0: return` guards the
 rest of the block; so does `assert not args.distributed` or `assert world_size == 1`, after which
-only one process runs), decorators such as `@rank_zero_only`, and the rank-0 side of a conditional
-expression (`SummaryWriter() if rank == 0 else None`). A function is guarded when every
-same-file call site of it is guarded. In a script that starts its workers with `mp.spawn`, the
+only one process runs; so does an option the script asserts off in a distributed run,
+such as `assert not opt.evolve` under `if LOCAL_RANK != -1:`, for the branches where it is on),
+decorators such as `@rank_zero_only`, and the rank-0 side of a conditional expression
+(`SummaryWriter() if rank == 0 else None`). A function is guarded when every same-file call site
+of it is guarded. In a script that starts its workers with `mp.spawn`, the
 `if __name__ == "__main__":` block runs in the parent process only, so it counts as guarded.
 """
 
@@ -164,6 +167,21 @@ def rank_aliases(ctx: FileContext) -> frozenset[str]:
     return frozenset(found)
 
 
+def rank0_flags(ctx: FileContext, aliases: frozenset[str]) -> frozenset[str]:
+    """Names assigned only rank-0 tests: `args.save_logs = args.logs and is_master(args)`."""
+    kinds: dict[str, set[bool]] = {}
+    for stmts in ctx.idx.assigns.values():
+        for stmt in stmts:
+            value = getattr(stmt, "value", None)
+            if value is None:
+                continue
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+            for t in targets:
+                if isinstance(t, ast.Name | ast.Attribute):
+                    kinds.setdefault(N.last_name(t), set()).add(classify(value, aliases) == RANK0)
+    return frozenset(name for name, seen in kinds.items() if seen == {True})
+
+
 _DISTRIBUTED_FLAGS = ("distributed", "ddp", "is_initialized", "multiprocessing")
 
 
@@ -185,6 +203,38 @@ def single_process(test: ast.AST) -> bool:
     return (isinstance(op, ast.Eq | ast.LtE) and right == 1) or (
         isinstance(op, ast.Lt) and right == 2
     )
+
+
+def _runs_distributed(test: ast.AST) -> bool:
+    """A test that holds only when there are several processes: `if LOCAL_RANK != -1:`,
+    `if rank >= 0:`, `if args.distributed:`, `if world_size > 1:`, `if dist.is_initialized():`."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        left = test.left.func if isinstance(test.left, ast.Call) else test.left
+        op, right = test.ops[0], _number(test.comparators[0])
+        if rank_like(test.left):
+            return (isinstance(op, ast.NotEq | ast.Gt) and right == -1) or (
+                isinstance(op, ast.GtE) and right == 0
+            )
+        if "world_size" in N.last_name(left).lower():
+            return isinstance(op, ast.Gt) and right == 1
+        return False
+    name = N.last_name(test.func if isinstance(test, ast.Call) else test).lower()
+    return bool(name) and any(word in name for word in _DISTRIBUTED_FLAGS)
+
+
+def single_process_flags(ctx: FileContext) -> frozenset[str]:
+    """Options the script forbids in a distributed run: `assert not opt.evolve` inside
+    `if LOCAL_RANK != -1:`. Where such an option is on, only one process runs."""
+    found: set[str] = set()
+    for ifs in ctx.idx.ifs.values():
+        for stmt in ifs:
+            if not _runs_distributed(stmt.test):
+                continue
+            for inner in stmt.body:
+                test = inner.test if isinstance(inner, ast.Assert) else None
+                if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                    found.add(ast.dump(test.operand))
+    return frozenset(found)
 
 
 def _is_main_block(test: ast.AST) -> bool:
@@ -225,6 +275,8 @@ class Guards:
         self.aliases = rank_aliases(ctx)
         # with mp.spawn, the `if __name__ == "__main__":` block runs in the parent process only
         self.parent_only = bool(ctx.spawned)
+        self.single = single_process_flags(ctx)
+        self.flags = rank0_flags(ctx, self.aliases)
 
     def _statements(self, scope: str) -> set[ast.stmt]:
         if scope not in self._guarded:
@@ -251,6 +303,10 @@ class Guards:
                 kind = classify(stmt.test, self.aliases)
                 if self.parent_only and _is_main_block(stmt.test):
                     kind = RANK0
+                if kind == OTHER and self.single:
+                    kind = self._single_process(stmt.test)
+                if kind == OTHER and self.flags:
+                    kind = self._flag(stmt.test)
                 self._walk(stmt.body, guarded or kind == RANK0, out)
                 self._walk(stmt.orelse, guarded or kind == NOT_RANK0, out)
                 if kind == NOT_RANK0 and _exits(stmt.body):
@@ -258,6 +314,26 @@ class Guards:
                 continue
             for block in _blocks(stmt):
                 self._walk(block, guarded, out)
+
+    def _flag(self, test: ast.AST) -> int:
+        """`if args.save_logs:` where the file set `save_logs` from a rank-0 test only."""
+        if isinstance(test, ast.Name | ast.Attribute):
+            return RANK0 if N.last_name(test) in self.flags else OTHER
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return -self._flag(test.operand)
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            parts = [self._flag(v) or classify(v, self.aliases) for v in test.values]
+            return RANK0 if RANK0 in parts else OTHER
+        return OTHER
+
+    def _single_process(self, test: ast.AST) -> int:
+        """`if opt.evolve:` (an option asserted off when distributed) runs in one process."""
+        if ast.dump(test) in self.single:
+            return RANK0
+        negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+        if negated and ast.dump(test.operand) in self.single:  # type: ignore[attr-defined]
+            return NOT_RANK0
+        return OTHER
 
     def local(self, scope: str, node: ast.AST) -> bool:
         """Is `node` under a rank-0 guard inside its own function?"""

@@ -237,3 +237,36 @@ def rank_aware(fn: ast.AST) -> bool:
         if name and any(word in name.lower() for word in _RANK_AWARE):
             return True
     return False
+
+
+def _sampler_for_eval(ctx: FileContext, call: ast.Call) -> bool:
+    said = purpose(*bound_names(ctx, call))
+    if said is not None:
+        return said == "eval"
+    data = dataset_arg(call)
+    return data is not None and data_says_eval(ctx, data, ctx.scope(call))
+
+
+def shuffling_samplers(ctx: FileContext) -> list[ast.Call]:
+    """`DistributedSampler(...)` calls that shuffle (not `shuffle=False`) training data."""
+    found = []
+    for call in ctx.calls_to(N.DISTRIBUTED_SAMPLER):
+        shuffle = keyword(call, "shuffle")
+        if isinstance(shuffle, ast.Constant) and shuffle.value is False:
+            continue
+        if not _sampler_for_eval(ctx, call):
+            found.append(call)
+    return found
+
+
+def in_factory(ctx: FileContext, call: ast.Call) -> bool:
+    """Built inside a function of a library module that hands it back (`return loader`), and
+    that runs no epoch loop itself: the caller iterates, so the caller owns `set_epoch`."""
+    if ctx.is_script:
+        return False
+    node = ctx.function_node(ctx.scope(call))
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return False
+    returns = any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(node))
+    loops = any(isinstance(n, ast.For | ast.AsyncFor | ast.While) for n in ast.walk(node))
+    return returns and not loops

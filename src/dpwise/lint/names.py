@@ -55,6 +55,9 @@ SET_DEVICE = frozenset(
         "torch.accelerator.set_device_idx",
     }
 )
+# launchers of well-known libraries whose workers create the process group (the script's main
+# function runs in them and owns the group)
+GROUP_LAUNCHERS = frozenset({"detectron2.engine.launch", "detectron2.engine.launch.launch"})
 SPAWN = frozenset(
     {
         "torch.multiprocessing.spawn",

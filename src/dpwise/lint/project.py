@@ -21,7 +21,7 @@ from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.flow import Flow
 from dpwise.lint.index import MODULE
-from dpwise.lint.loaders import has_sampler, rank_aware, says_eval
+from dpwise.lint.loaders import has_sampler, in_factory, rank_aware, says_eval, shuffling_samplers
 from dpwise.lint.wrappers import Wrappers
 
 Factories = dict[str, int]  # function name -> line of its DataLoader call
@@ -33,7 +33,9 @@ class Project:
         self._silencers: dict[str, frozenset[str]] = {}
         self._modules: dict[str, FileContext | None] = {}
         self._group_makers: dict[str, frozenset[str]] = {}
+        self._launchers: dict[str, frozenset[str]] = {}
         self._ddp_factories: dict[str, frozenset[str]] = {}
+        self._sampler_factories: dict[str, dict[str, int]] = {}
 
     def module_path(self, importer: str, module: str) -> str | None:
         level = len(module) - len(module.lstrip("."))
@@ -83,14 +85,40 @@ class Project:
             self._modules[key] = _context(path) if path else None
         return self._modules[key]
 
-    def creates_group(self, importer: str, module: str, func: str) -> bool:
-        """Does the sibling module's function `func` call `init_process_group` (directly or
-        through its own module's functions)?"""
+    def launches_group(self, importer: str, module: str, func: str, depth: int = 0) -> bool:
+        """Does `func` create the group only in the workers it starts (`launch(main, n)`)?"""
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._launchers:
+            ctx = self._module(importer, module)
+            self._launchers[key] = group_launchers(ctx) if ctx is not None else frozenset()
+        if func in self._launchers[key]:
+            return True
+        ctx = self._module(importer, module)
+        if ctx is None or depth >= 2:
+            return False
+        return any(
+            self.launches_group(ctx.path, source, name, depth + 1)
+            for source, name in _reexports(ctx, func)
+        )
+
+    def creates_group(self, importer: str, module: str, func: str, depth: int = 0) -> bool:
+        """Does the sibling module's function `func` call `init_process_group` (directly, through
+        its own module's functions, or in the workers it starts)? A package's `__init__.py` that
+        re-exports the function (`from .launch import launch`, `from .launch import *`) is
+        followed to the module that defines it."""
         key = f"{os.path.dirname(importer)}|{module}"
         if key not in self._group_makers:
             ctx = self._module(importer, module)
             self._group_makers[key] = group_makers(ctx) if ctx is not None else frozenset()
-        return func in self._group_makers[key]
+        if func in self._group_makers[key]:
+            return True
+        ctx = self._module(importer, module)
+        if ctx is None or depth >= 2:
+            return False
+        for source, name in _reexports(ctx, func):
+            if self.creates_group(ctx.path, source, name, depth + 1):
+                return True
+        return False
 
     def builds_ddp(self, importer: str, module: str, func: str) -> bool:
         """Does the sibling module's function `func` return a `DistributedDataParallel`?"""
@@ -99,6 +127,46 @@ class Project:
             ctx = self._module(importer, module)
             self._ddp_factories[key] = ddp_factories(ctx) if ctx is not None else frozenset()
         return func in self._ddp_factories[key]
+
+    def mentions(self, importer: str, module: str, func: str, attrs: tuple[str, ...]) -> bool:
+        """Does the sibling module's function `func` use one of `attrs` (`module.no_sync()` in a
+        `ddp_sync(module, sync)` context manager)?"""
+        ctx = self._module(importer, module)
+        info = ctx.idx.functions.get(func) if ctx is not None else None
+        return info is not None and any(
+            isinstance(n, ast.Attribute) and n.attr in attrs for n in ast.walk(info.node)
+        )
+
+    def imported_source_mentions(self, ctx: FileContext, words: tuple[str, ...]) -> bool:
+        """Does a module of the project that `ctx` imports (`import resnet`, `from models
+        import vit`) contain one of `words` (`BatchNorm`, `register_buffer`)?"""
+        for imp in ctx.idx.imports:
+            if isinstance(imp, ast.Import):
+                modules = [alias.name for alias in imp.names]
+            else:
+                base = "." * imp.level + (imp.module or "")
+                sep = "." if imp.module else ""
+                modules = [base, *(f"{base}{sep}{alias.name}" for alias in imp.names)]
+            for module in modules:
+                root = module.lstrip(".").split(".")[0]
+                if not root or root in ("torch", "os", "sys", "numpy", "np"):
+                    continue
+                other = self._module(ctx.path, module)
+                if other is not None and any(word in other.source for word in words):
+                    return True
+        return False
+
+    def sampler_factory(self, importer: str, module: str, func: str) -> str | None:
+        """`path:line` of the shuffling `DistributedSampler` that `module.func` builds and hands
+        back to its caller (who then owns `set_epoch`), if it is one."""
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._sampler_factories:
+            ctx = self._module(importer, module)
+            self._sampler_factories[key] = sampler_factories(ctx) if ctx is not None else {}
+        line = self._sampler_factories[key].get(func)
+        if line is None:
+            return None
+        return f"{self.module_path(importer, module)}:{line}"
 
 
 def _context(path: str) -> FileContext | None:
@@ -159,14 +227,45 @@ def ddp_factories(ctx: FileContext) -> frozenset[str]:
     )
 
 
-def group_makers(ctx: FileContext) -> frozenset[str]:
-    """Module-level functions that create a process group when called."""
-    flow = Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)
+def _public(ctx: FileContext, flow: Flow) -> frozenset[str]:
     return frozenset(
         key
         for key, info in ctx.idx.functions.items()
         if info.parent == MODULE and info.class_key is None and flow.reaches(key)
     )
+
+
+def group_makers(ctx: FileContext) -> frozenset[str]:
+    """Module-level functions that create a process group when called, or that start workers
+    which do (`launch(main)` spawning a `_worker` that calls `init_process_group`)."""
+    return _public(ctx, Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)) | group_launchers(
+        ctx
+    )
+
+
+def group_launchers(ctx: FileContext) -> frozenset[str]:
+    """Module-level functions that create the process group only in the workers they start."""
+    plain = Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)
+    starts = {
+        id(call) for key, calls in ctx.spawned.items() if plain.reaches(key) for call in calls
+    }
+    if not starts:
+        return frozenset()
+    return _public(ctx, Flow(ctx, lambda c, call: id(call) in starts)) - _public(ctx, plain)
+
+
+def _reexports(ctx: FileContext, func: str) -> list[tuple[str, str]]:
+    """(relative module, name there) for `from .launch import launch` / `from .launch import *`
+    lines through which a package's `__init__.py` offers `func`."""
+    found = []
+    for imp in ctx.idx.imports:
+        if not isinstance(imp, ast.ImportFrom) or not imp.level:
+            continue
+        source = "." * imp.level + (imp.module or "")
+        for alias in imp.names:
+            if alias.name == "*" or (alias.asname or alias.name) == func:
+                found.append((source, func if alias.name == "*" else alias.name))
+    return found
 
 
 def loader_factories(ctx: FileContext) -> Factories:
@@ -181,4 +280,18 @@ def loader_factories(ctx: FileContext) -> Factories:
         if has_sampler(call) or says_eval(scope) or rank_aware(info.node):
             continue
         found.setdefault(scope, call.lineno)
+    return found
+
+
+def sampler_factories(ctx: FileContext) -> dict[str, int]:
+    """Module-level functions that build a shuffling `DistributedSampler` and return it (or a
+    loader made from it) without iterating it: function name -> line of the sampler."""
+    found: dict[str, int] = {}
+    for call in shuffling_samplers(ctx):
+        scope = ctx.scope(call)
+        info = ctx.idx.functions.get(scope)
+        if info is None or info.parent != MODULE or info.class_key is not None:
+            continue
+        if in_factory(ctx, call):
+            found.setdefault(scope, call.lineno)
     return found

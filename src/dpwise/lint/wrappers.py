@@ -3,9 +3,10 @@
 Names are followed through assignments in source order within a function (`model = DDP(model)`
 then `model.state_dict()`; a later `model = model.module` unwraps), through `self.model = DDP(...)`
 across a class's methods, and into same-file functions through their parameters
-(`save(ddp_model)` makes `model` a wrapper inside `def save(model)`). `x.module`, calls other than
-`.to()` / `.cuda()` and conditional expressions are not wrappers, and neither is a name whose
-`if`/`else` assigns `x.module` in one branch and `x` in the other.
+(`save(ddp_model)` makes `model` a wrapper inside `def save(model)`). `x.module` and calls other
+than `.to()` / `.cuda()` are not wrappers, and neither is a name whose `if`/`else` assigns
+`x.module` in one branch and `x` in the other. A conditional expression is a wrapper when one side
+is (`self.ema if use_ema else self.model`), unless a side unwraps (`m.module if ddp else m`).
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ class Wrappers:
             return "DistributedDataParallel" if expr in self.ctx.ddp_calls else None
         if isinstance(expr, ast.Name):
             return self._name(expr.id, scope, at, depth)
+        if isinstance(expr, ast.IfExp):
+            return self._either(expr, scope, at, depth)
         if (
             isinstance(expr, ast.Attribute)
             and isinstance(expr.value, ast.Name)
@@ -86,6 +89,23 @@ class Wrappers:
         ):
             key = (self.ctx.class_of(scope), expr.attr)
             return self._first(self.attrs.get(key, ()), depth)
+        return None
+
+    def _either(self, expr: ast.IfExp, scope: str, at: tuple[int, int], depth: int) -> str | None:
+        """`ema.module if use_ema else self.model`: a wrapper on one side is a wrapper, unless
+        the author unwraps on the other side (`model.module if distributed else model`)."""
+        sides = (expr.body, expr.orelse)
+        for side, other in (sides, sides[::-1]):
+            if (
+                isinstance(side, ast.Attribute)
+                and side.attr == "module"
+                and ast.dump(side.value) == ast.dump(other)
+            ):
+                return None
+        for side in sides:
+            kind = self.kind(side, scope, at, depth + 1)
+            if kind:
+                return kind
         return None
 
     def returns(self, key: str, depth: int = 0) -> str | None:

@@ -19,8 +19,13 @@ a loop whose body calls `.backward()` on every iteration but `optimizer.step()` 
 name with `accum` / `micro`, a flag assigned from such a test earlier in the function such as
 `update = (it + 1) % k == 0` then `if update:`, or a test on the name the loss is divided by:
 `loss / k` ... `if seen == k:`), or an inner loop of micro-steps that calls `.backward()` with the
-step after it. Files that use `no_sync` or toggle `require_backward_grad_sync` (nanoGPT's way)
-anywhere are not reported.
+step after it. A backward under an `if` that is not an accumulation test (`if fp16:
+scaler.scale(loss).backward() else: loss.backward()`) still runs every iteration. A function that
+runs one micro-step per call (`def optimize(self, loss):` with `loss.backward()` on every call and
+`optimizer.step()` under `if self.n_iter % k == 0:`) is checked the same way as a loop body.
+Files that use `no_sync` or toggle `require_backward_grad_sync` (nanoGPT's way) anywhere, directly
+or through a helper of this file or a sibling module (`with misc.ddp_sync(ddp, last):` whose
+definition calls `no_sync()`), are not reported.
 
 ## Why is this bad?
 DDP all-reduces gradients during every `backward()`. With N micro-steps per optimizer step, N-1 of
@@ -74,15 +79,17 @@ def _is_step(call: ast.Call) -> bool:
     return ("opt" in owner or "scaler" in owner) and "sched" not in owner
 
 
-def _accumulation_test(ctx: FileContext, loop: ast.stmt, test: ast.AST) -> bool:
+def _accumulation_test(ctx: FileContext, loop: ast.AST, scope: str, test: ast.AST) -> bool:
     """A modulo test, an accumulation-like name, or the name the loss is divided by
     (`loss / k` ... `if seen == k:`), also through a flag assigned earlier
     (`update = (it + 1) % k == 0` ... `if update:`)."""
     divisors = _divisors(loop)
     flags = [test]
+    # follow a flag such as `update`, not the `args` of `args.fp16`
+    owners = {id(n.value) for n in ast.walk(test) if isinstance(n, ast.Attribute)}
     for node in ast.walk(test):
-        if isinstance(node, ast.Name):
-            flags += assigned_values(ctx, ctx.scope(loop), node.id)
+        if isinstance(node, ast.Name) and id(node) not in owners:
+            flags += assigned_values(ctx, scope, node.id)
     for flag in flags:
         for node in ast.walk(flag):
             if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
@@ -98,7 +105,7 @@ def _accumulation_test(ctx: FileContext, loop: ast.stmt, test: ast.AST) -> bool:
     return False
 
 
-def _divisors(loop: ast.stmt) -> set[str]:
+def _divisors(loop: ast.AST) -> set[str]:
     """What the loop divides by: `loss / k`, `loss /= k`, `loss.div(k)` (constants left out)."""
     found = set()
     for node in ast.walk(loop):
@@ -109,8 +116,9 @@ def _divisors(loop: ast.stmt) -> set[str]:
     return {ast.unparse(d) for d in found if isinstance(d, ast.Name | ast.Attribute)}
 
 
-def _scan(body: list[ast.stmt], conditional: ast.AST | None, out: dict) -> None:
-    """Collect backward / step calls of one loop level (not inner loops or functions)."""
+def _scan(body: list[ast.stmt], conditions: tuple[ast.AST, ...], out: dict) -> None:
+    """Collect backward / step calls of one loop level (not inner loops or functions), each with
+    the tests of the `if` statements around it."""
     for stmt in body:
         if isinstance(stmt, LOOPS):
             out["inner"].append(stmt)
@@ -118,44 +126,87 @@ def _scan(body: list[ast.stmt], conditional: ast.AST | None, out: dict) -> None:
         if isinstance(stmt, (*FUNCTIONS, ast.ClassDef)):
             continue
         if isinstance(stmt, ast.If):
-            _scan(stmt.body, stmt.test, out)
-            _scan(stmt.orelse, stmt.test, out)
+            _scan(stmt.body, (*conditions, stmt.test), out)
+            _scan(stmt.orelse, (*conditions, stmt.test), out)
             continue
         if isinstance(stmt, ast.With | ast.AsyncWith | ast.Try):
             for block in (stmt.body, *(h.body for h in getattr(stmt, "handlers", ()))):
-                _scan(block, conditional, out)
+                _scan(block, conditions, out)
             continue
         for node in ast.walk(stmt):
             if isinstance(node, ast.Call) and N.last_name(node.func) == "backward":
-                out["backward"].append((node, conditional))
+                out["backward"].append((node, conditions))
             elif isinstance(node, ast.Call) and _is_step(node):
-                out["step"].append((node, conditional))
+                out["step"].append((node, conditions))
 
 
-def _level(loop: ast.stmt) -> dict:
+def _level(body: list[ast.stmt]) -> dict:
     out: dict = {"backward": [], "step": [], "inner": []}
-    _scan(loop.body, None, out)  # type: ignore[attr-defined]
+    _scan(body, (), out)
     return out
 
 
+def _gated_step(ctx: FileContext, where: ast.AST, scope: str, level: dict) -> ast.Call | None:
+    """The optimizer step, when every step of this level sits under an accumulation test and a
+    backward runs on every pass (under no accumulation test: `if fp16: ... else:
+    loss.backward()` is still every pass)."""
+
+    def accumulating(conditions: tuple[ast.AST, ...]) -> bool:
+        return any(_accumulation_test(ctx, where, scope, c) for c in conditions)
+
+    eager = [b for b, conds in level["backward"] if not accumulating(conds)]
+    gated = [s for s, conds in level["step"] if accumulating(conds)]
+    return eager[0] if eager and gated and len(gated) == len(level["step"]) else None
+
+
 def _accumulates(ctx: FileContext, loop: ast.stmt) -> Iterator[Hit]:
-    level = _level(loop)
-    eager = [b for b, cond in level["backward"] if cond is None]
-    gated = [(s, c) for s, c in level["step"] if c is not None and _accumulation_test(ctx, loop, c)]
-    if eager and gated and not any(c is None for _, c in level["step"]):
-        yield Hit(eager[0], message=f"{RULE.message} (`.step()` only on line {gated[0][0].lineno})")
+    level = _level(loop.body)  # type: ignore[attr-defined]
+    backward = _gated_step(ctx, loop, ctx.scope(loop), level)
+    if backward is not None:
+        step = next(s for s, _ in level["step"])
+        yield Hit(backward, message=f"{RULE.message} (`.step()` only on line {step.lineno})")
         return
-    if not level["step"] or any(c is not None for _, c in level["step"]):
+    if not level["step"] or any(conds for _, conds in level["step"]):
         return
     for inner in level["inner"]:
-        micro = _level(inner)
-        backward = [b for b, cond in micro["backward"] if cond is None]
-        if backward and not micro["step"]:
+        micro = _level(inner.body)  # type: ignore[attr-defined]
+        backward_calls = [b for b, conds in micro["backward"] if not conds]
+        if backward_calls and not micro["step"]:
             step = level["step"][0][0]
             yield Hit(
-                backward[0],
+                backward_calls[0],
                 message=f"{RULE.message} (`.step()` after the loop, line {step.lineno})",
             )
+
+
+def _per_micro_step(ctx: FileContext) -> Iterator[Hit]:
+    """A function that runs one micro-step per call (`def optimize(self, loss):` with
+    `loss.backward()` every call and `optimizer.step()` only every k-th call)."""
+    for key, info in ctx.idx.functions.items():
+        if not any(N.last_name(c.func) == "backward" for c in ctx.idx.calls.get(key, ())):
+            continue
+        level = _level(info.node.body)
+        backward = _gated_step(ctx, info.node, info.key, level)
+        if backward is not None:
+            step = next(s for s, _ in level["step"])
+            yield Hit(backward, message=f"{RULE.message} (`.step()` only on line {step.lineno})")
+
+
+def _helper_syncs(ctx: FileContext) -> bool:
+    """A call of a same-file or sibling-module helper that uses `no_sync` /
+    `require_backward_grad_sync` (`with misc.ddp_sync(ddp, last_round):`)."""
+    local = {
+        key
+        for key, info in ctx.idx.functions.items()
+        if any(isinstance(n, ast.Attribute) and n.attr in _SYNC_ATTRS for n in ast.walk(info.node))
+    }
+    if local and any(ctx.callee(call) in local for call in ctx.idx.all_calls()):
+        return True
+    project = ctx.project
+    return project is not None and any(
+        project.mentions(ctx.path, module, func, _SYNC_ATTRS)
+        for _, module, func in ctx.sibling_calls()
+    )
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:
@@ -163,5 +214,7 @@ def check(ctx: FileContext) -> Iterator[Hit]:
         return
     if "backward" not in ctx.idx.attrs:
         return
-    for loop in ctx.idx.loops:
-        yield from _accumulates(ctx, loop)
+    hits = [hit for loop in ctx.idx.loops for hit in _accumulates(ctx, loop)]
+    hits += _per_micro_step(ctx)
+    if hits and not _helper_syncs(ctx):
+        yield from hits

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
@@ -25,7 +26,8 @@ Point-to-point `send` / `recv` are not collectives. Not reported: a collective t
 function also makes on the other ranks, in the `else:` of the rank-0 branch or under
 `if rank != 0:` (the "rank 0 goes first" barrier pair: the other ranks wait at
 `if rank != 0: dist.barrier()` while rank 0 downloads, then rank 0 releases them with
-`if rank == 0: dist.barrier()`), and a collective inside `with pytest.raises(...)` or
+`if rank == 0: dist.barrier()`, also when both tests add a condition such as
+`and not evaluate`), and a collective inside `with pytest.raises(...)` or
 `with self.assertRaises(...)` (a test of the timeout).
 
 ## Why is this bad?
@@ -38,9 +40,10 @@ rank 0 at the start of each forward (`broadcast_buffers=True`, the default), eve
 evaluation avoided the hang there). Measured with torch 2.13 (CPU, gloo, two processes, one
 training step, then a `torch.no_grad()` forward on rank 0 only and a barrier): with a BatchNorm
 in the model both ranks timed out; a plain `Linear` (no buffers) finished. dpwise cannot see the
-buffers at run time: a forward of the wrapper on rank 0 alone is reported where the file shows
-buffers (BatchNorm layers, `register_buffer`) and leaves `broadcast_buffers` on; a buffer-less
-model evaluated on rank 0 (a common, working pattern) is not.
+buffers at run time: a forward of the wrapper on rank 0 alone is reported where the file, or a
+project module it imports (the model defined in `resnet.py` beside it), shows buffers (BatchNorm
+layers, `register_buffer`) and the file leaves `broadcast_buffers` on; a buffer-less model
+evaluated on rank 0 (a common, working pattern) is not.
 
 ## Example
 ```python
@@ -82,14 +85,23 @@ _QUALS = frozenset(f"torch.distributed.{name}" for name in _COLLECTIVES)
 _METHODS = frozenset({"wait_for_everyone"})
 
 
+_BUFFER_WORDS = ("BatchNorm", "register_buffer")
+
+
 def _broadcasts_buffers(ctx: FileContext) -> bool:
-    """The file shows buffers DDP would broadcast in forward, and does not turn that off."""
+    """The file, or a project module it imports (the model defined in `resnet.py` beside it),
+    shows buffers DDP would broadcast in forward, and the file does not turn that off."""
     if "broadcast_buffers" in ctx.source and "broadcast_buffers=True" not in ctx.source:
         return False
-    return "register_buffer" in ctx.idx.attrs or uses_batchnorm(ctx)
+    if "register_buffer" in ctx.idx.attrs or uses_batchnorm(ctx):
+        return True
+    project = ctx.project
+    return project is not None and project.imported_source_mentions(ctx, _BUFFER_WORDS)
 
 
-def _what(ctx: FileContext, wrappers: Wrappers, call: ast.Call) -> str | None:
+def _what(
+    ctx: FileContext, wrappers: Wrappers, call: ast.Call, buffers: Callable[[], bool]
+) -> str | None:
     q = ctx.qual(call.func)
     if q in _QUALS:
         return f"`{q.rsplit('.', 1)[1]}`"
@@ -100,9 +112,17 @@ def _what(ctx: FileContext, wrappers: Wrappers, call: ast.Call) -> str | None:
         func = func.value
     if isinstance(func, ast.Name | ast.Attribute):
         kind = wrappers.kind(func, ctx.scope(call), pos(call))
-        if kind == "DistributedDataParallel" and _broadcasts_buffers(ctx):
+        if kind == "DistributedDataParallel" and buffers():
             return "a forward pass of the DDP model (it broadcasts the model's buffers)"
     return None
+
+
+def _true_off_rank0(test: ast.AST, aliases: frozenset[str]) -> bool:
+    """The test holds only on ranks other than 0: `rank != 0`, and also a conjunction with
+    another condition (`local_rank not in (-1, 0) and not evaluate`)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_true_off_rank0(v, aliases) for v in test.values)
+    return classify(test, aliases) == NOT_RANK0
 
 
 def _other_ranks(ctx: FileContext, guards: Guards, call: ast.Call) -> bool:
@@ -111,9 +131,8 @@ def _other_ranks(ctx: FileContext, guards: Guards, call: ast.Call) -> bool:
     for parent in ctx.ancestors(call):
         if isinstance(parent, ast.If):
             kind = classify(parent.test, guards.aliases)
-            if (kind == NOT_RANK0 and child in parent.body) or (
-                kind == RANK0 and child in parent.orelse
-            ):
+            off_rank0 = _true_off_rank0(parent.test, guards.aliases)
+            if (off_rank0 and child in parent.body) or (kind == RANK0 and child in parent.orelse):
                 return True
         child = parent
     return False
@@ -162,8 +181,9 @@ def check(ctx: FileContext) -> Iterator[Hit]:
     guards = Guards(ctx)
     guards.parent_only = False  # a spawning parent's collectives are its own concern
     wrappers = Wrappers(ctx)
+    buffers = functools.cache(lambda: _broadcasts_buffers(ctx))  # once per file, on demand
     for call in ctx.idx.all_calls():
-        what = _what(ctx, wrappers, call)
+        what = _what(ctx, wrappers, call, buffers)
         if what is None or not _rank0_only(ctx, guards, ctx.scope(call), call, frozenset()):
             continue
         if _paired(ctx, guards, call) or _expected_to_fail(ctx, call):

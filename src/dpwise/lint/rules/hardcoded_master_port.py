@@ -15,12 +15,15 @@ from dpwise.lint.model import UNSAFE, Edit, Fix, Hit, Rule
 DOCS = """\
 ## What it does
 Checks for `MASTER_PORT` set to a literal: `os.environ["MASTER_PORT"] = "29500"` (a string, an int,
-`str(29500)`, or a module-level constant such as `PORT = "12355"`), `os.environ.update(MASTER_PORT=
-"29500")` / `os.environ.update({"MASTER_PORT": "29500"})`, and a literal port in
-`init_process_group(init_method="tcp://host:23456")`, also when the literal reaches `init_method`
-through a variable (`url = f"tcp://{host}:{port}"` with `port = 23456`, or `"tcp://host:" +
-str(port)`) or through an `args.` attribute whose `add_argument(..., default=...)` is a literal
-(`--dist-url` defaulting to `"tcp://127.0.0.1:23456"`, `--port` defaulting to `29500`).
+`str(29500)`, a module-level constant such as `PORT = "12355"`, or a parameter's literal default
+that no call in the file overrides: `def init_distributed(port=40112):`),
+`os.environ.update(MASTER_PORT="29500")` / `os.environ.update({"MASTER_PORT": "29500"})`, and a
+literal port in `init_process_group(init_method="tcp://host:23456")`, also when the literal
+reaches `init_method` through a variable (`url = f"tcp://{host}:{port}"` with `port = 23456`, or
+`"tcp://host:" + str(port)`) or through an `args.` attribute whose
+`add_argument(..., default=...)` is a literal (`--dist-url` defaulting to
+`"tcp://127.0.0.1:23456"`, `--port` defaulting to `29500`) or that the file sets to one
+(`args.dist_url = f"tcp://{host}:58472"` before spawning the workers).
 
 `os.environ.setdefault("MASTER_PORT", "29500")`, `os.environ.get("MASTER_PORT", "29500")` and an
 assignment under `if "MASTER_PORT" not in os.environ:` are not reported: they only supply a
@@ -72,15 +75,18 @@ RULE = Rule(
 _TCP = re.compile(r"^tcp://.*:\d+$")
 
 
-def _constant(ctx: FileContext, expr: ast.AST) -> bool:
+def _constant(ctx: FileContext, expr: ast.AST, scope: str = MODULE) -> bool:
     if isinstance(expr, ast.Constant):
         return isinstance(expr.value, int | str) and str(expr.value).strip().isdigit()
     if isinstance(expr, ast.JoinedStr):
-        return all(_constant(ctx, v) for v in expr.values)
+        return all(_constant(ctx, v, scope) for v in expr.values)
     if isinstance(expr, ast.FormattedValue):
-        return _constant(ctx, expr.value)
+        return _constant(ctx, expr.value, scope)
     if isinstance(expr, ast.Call) and N.last_name(expr.func) == "str" and len(expr.args) == 1:
-        return _constant(ctx, expr.args[0])
+        return _constant(ctx, expr.args[0], scope)
+    if isinstance(expr, ast.Name) and _param(ctx, scope, expr.id):
+        default = _param_default(ctx, scope, expr.id)
+        return default is not None and _constant(ctx, default)
     if isinstance(expr, ast.Name) and expr.id.isupper():
         values = [
             s.value  # type: ignore[attr-defined]
@@ -100,8 +106,8 @@ def _only_if_unset(ctx: FileContext, stmt: ast.stmt) -> bool:
     )
 
 
-def _environ_writes(ctx: FileContext) -> Iterator[tuple[ast.AST, ast.AST]]:
-    """(node to report, value) for every `MASTER_PORT` assignment."""
+def _environ_writes(ctx: FileContext) -> Iterator[tuple[ast.AST, ast.AST, str]]:
+    """(node to report, value, scope) for every `MASTER_PORT` assignment."""
     for node in ctx.idx.environ:
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
             parent = ctx.idx.parents.get(node)
@@ -110,24 +116,38 @@ def _environ_writes(ctx: FileContext) -> Iterator[tuple[ast.AST, ast.AST]]:
                 and isinstance(parent, ast.Assign)
                 and not _only_if_unset(ctx, parent)
             ):
-                yield parent, parent.value
+                yield parent, parent.value, ctx.scope(parent)
     for call in ctx.calls_to({"os.environ.update"}):
         for k in call.keywords:
             if k.arg == "MASTER_PORT":
-                yield k, k.value
+                yield k, k.value, ctx.scope(call)
         for arg in call.args:
             if isinstance(arg, ast.Dict):
                 for key, value in zip(arg.keys, arg.values, strict=True):
                     if key is not None and N.str_value(key) == "MASTER_PORT":
-                        yield key, value
+                        yield key, value, ctx.scope(call)
 
 
 def _init_methods(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     """(init_method, scope of the call) for a TCP `init_method` with a literal port."""
     for call in ctx.init_calls:
         method = keyword(call, "init_method") or (call.args[1] if len(call.args) > 1 else None)
-        if method is not None and _TCP.match(_text(ctx, method, ctx.scope(call))):
+        if method is not None and any(_TCP.match(t) for t in _texts(ctx, method, ctx.scope(call))):
             yield method, ctx.scope(call)
+
+
+def _texts(ctx: FileContext, expr: ast.AST, scope: str) -> list[str]:
+    """What `expr` may evaluate to: for `args.dist_url`, each value the file assigns to a
+    `.dist_url` attribute (`args.dist_url = f"tcp://{host}:58472"`) besides its argparse default."""
+    found = [_text(ctx, expr, scope)]
+    if isinstance(expr, ast.Attribute):
+        for where, stmts in ctx.idx.assigns.items():
+            for stmt in stmts:
+                if isinstance(stmt, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and t.attr == expr.attr for t in stmt.targets
+                ):
+                    found.append(_text(ctx, stmt.value, where))
+    return found
 
 
 def _text(ctx: FileContext, expr: ast.AST, scope: str, depth: int = 0) -> str:
@@ -158,6 +178,25 @@ def _text(ctx: FileContext, expr: ast.AST, scope: str, depth: int = 0) -> str:
     return "{}"
 
 
+def _param_default(ctx: FileContext, scope: str, name: str) -> ast.AST | None:
+    """The default of parameter `name` when no same-file call passes it and the function never
+    reassigns it (`def init_distributed(port=40112):` called as `init_distributed()`)."""
+    info = ctx.idx.functions[scope]
+    args = info.node.args
+    positional = [*args.posonlyargs, *args.args]
+    with_default = positional[len(positional) - len(args.defaults) :]
+    pairs = list(zip(with_default, args.defaults, strict=True))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d]
+    default = next((d for a, d in pairs if a.arg == name), None)
+    if default is None or any(assigned_values(ctx, scope, name)):
+        return None
+    index = info.params.index(name)
+    for _, call in ctx.callers.get(scope, ()):
+        if any(k.arg in (name, None) for k in call.keywords) or len(call.args) > index:
+            return None
+    return default
+
+
 def _param(ctx: FileContext, scope: str, name: str) -> bool:
     info = ctx.idx.functions.get(scope)
     return info is not None and name in info.params
@@ -178,8 +217,8 @@ def _argument_default(ctx: FileContext, dest: str) -> ast.AST | None:
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:
-    for node, value in _environ_writes(ctx):
-        if _constant(ctx, value):
+    for node, value, scope in _environ_writes(ctx):
+        if _constant(ctx, value, scope):
             yield Hit(node, data="environ")
     for node, scope in _init_methods(ctx):
         yield Hit(

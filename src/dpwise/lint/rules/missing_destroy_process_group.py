@@ -18,8 +18,12 @@ file (directly or in a same-file `cleanup()`). A call into another module named 
 (`utils.cleanup()`, `teardown_distributed()`) is trusted to destroy the group. A script whose
 process group is created by a set-up helper in a sibling module (`init_distributed_mode(args)`
 defined in `utils.py` beside it, which calls `init_process_group`) owns that group and is checked
-the same way. Library modules
-that create a process group on their caller's behalf are not checked: the caller owns it.
+the same way; so does a script that hands its main function to a launcher that starts workers
+which create the group (`launch(main, num_gpus)` from the project's package, offered through its
+`__init__.py`, or detectron2's `detectron2.engine.launch`). That finding has no automatic fix: the
+call belongs at the end of the function the workers run, not after `launch(...)` returns.
+Library modules that create a process group on their caller's behalf are not checked: the caller
+owns it.
 
 ## Why is this bad?
 The process group holds sockets, NCCL communicators and their GPU memory. Exiting without
@@ -87,15 +91,9 @@ def _cleans_up(ctx: FileContext) -> bool:
 
 def _helper_inits(ctx: FileContext) -> list[ast.Call]:
     """Calls of a sibling module's function that creates the process group
-    (`init_distributed_mode(args)` defined in `utils.py` beside the script)."""
-    if ctx.project is None:
-        return []
-    found = [
-        call
-        for call, module, func in ctx.sibling_calls()
-        if ctx.project.creates_group(ctx.path, module, func)
-    ]
-    return sorted(found, key=pos)
+    (`init_distributed_mode(args)` defined in `utils.py` beside the script), or of a launcher
+    whose workers do (`launch(main, num_gpus)`)."""
+    return sorted(ctx.group_helper_calls(), key=pos)
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:
@@ -108,6 +106,14 @@ def check(ctx: FileContext) -> Iterator[Hit]:
     helpers = _helper_inits(ctx)
     if helpers and not _cleans_up(ctx):
         name = N.last_name(helpers[0].func)
+        if ctx.launches_group(helpers[0]):
+            message = (
+                f"`{name}` starts workers that create the process group, but "
+                "`destroy_process_group` is never called"
+            )
+            # no automatic fix: the call belongs at the end of the function the workers run
+            yield Hit(helpers[0], message=message, data="launcher")
+            return
         message = f"`{name}` creates the process group but `destroy_process_group` is never called"
         yield Hit(helpers[0], message=message)
 
@@ -173,6 +179,8 @@ def _ends(stmt: ast.stmt) -> bool:
 
 
 def fix(ctx: FileContext, hit: Hit) -> Fix | None:
+    if hit.data == "launcher":
+        return None  # the group lives in the launched workers, not after `launch(...)` returns
     dist = _dist(ctx)
     found = _block(ctx, hit.node) if dist else None  # type: ignore[arg-type]
     if found is None:

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.index import pos
-from dpwise.lint.loaders import bound_names, data_says_eval, dataset_arg, keyword, purpose
+from dpwise.lint.loaders import assigned_values, in_factory, shuffling_samplers
 from dpwise.lint.model import UNSAFE, Fix, Hit, Rule
 
 DOCS = """\
 ## What it does
 Checks files that build a shuffling `DistributedSampler` and run an epoch loop (`for epoch in ...`,
 or an endless stream such as `while True: for batch in loader: yield batch`, where every pass is an
-epoch) for a call of `set_epoch` with a non-constant argument (`sampler.set_epoch(epoch)`,
+epoch; also `for _ in range(args.epochs)` and `for _ in trange(n, desc="Epoch")`, whose range
+counts epochs) for a call of `set_epoch` with a non-constant argument (`sampler.set_epoch(epoch)`,
 `loader.sampler.set_epoch(epoch)`, on any receiver). Samplers built with `shuffle=False` and
-samplers for evaluation data are not reported.
+samplers for evaluation data are not reported. A library function that builds the sampler and
+returns it (or a loader made from it) without iterating it, and that no epoch loop of its own file
+calls, leaves `set_epoch` to its caller: the finding is reported in the script that calls it
+(`get_loader(args)` from a sibling module) when that script runs an epoch loop with no
+`set_epoch`; there is no automatic fix for it (the sampler is not in that file).
 
 ## Why is this bad?
 `DistributedSampler` seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` the epoch
@@ -65,16 +71,51 @@ RULE = Rule(
 )
 
 
-def _epoch_loop(ctx: FileContext) -> bool:
-    for loop in ctx.idx.loops:
-        target = getattr(loop, "target", None)
-        if target is not None and any(
-            isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target)
-        ):
-            return True
-        if _endless_passes(loop):
-            return True
+_EPOCH_COUNT = re.compile(r"(n_?|num_|max_|total_)?(train_)?epochs?")
+
+
+def _counts_epochs(ctx: FileContext, loop: ast.stmt) -> bool:
+    """`for _ in range(args.epochs)`, `for _ in trange(n, desc="Epoch")`, or a name assigned
+    such a range (`train_iterator = trange(..., int(args.num_train_epochs))`)."""
+    it = getattr(loop, "iter", None)
+    if it is None:
+        return False
+    exprs = [it]
+    if isinstance(it, ast.Name):
+        exprs += assigned_values(ctx, ctx.scope(loop), it.id)
+    for expr in exprs:
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name | ast.Attribute) and _EPOCH_COUNT.fullmatch(
+                N.last_name(node).lower()
+            ):
+                return True
+            if N.str_value(node) in ("Epoch", "epoch", "Epochs", "epochs"):
+                return True
     return False
+
+
+def _is_epoch_loop(ctx: FileContext, loop: ast.stmt) -> bool:
+    target = getattr(loop, "target", None)
+    if target is not None and any(
+        isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target)
+    ):
+        return True
+    return _endless_passes(loop) or _counts_epochs(ctx, loop)
+
+
+def _epoch_loop(ctx: FileContext) -> bool:
+    return any(_is_epoch_loop(ctx, loop) for loop in ctx.idx.loops)
+
+
+def _handed_off(ctx: FileContext, call: ast.Call) -> bool:
+    """Built by a library function for its callers, and no caller in this file runs the epochs
+    (`make_loader(data)` called from this file's own `for epoch in ...` function is not)."""
+    if not in_factory(ctx, call):
+        return False
+    callers = {caller for caller, _ in ctx.callers.get(ctx.scope(call), ())}
+    return not any(
+        ctx.scope(loop) in callers and _is_epoch_loop(ctx, loop) for loop in ctx.idx.loops
+    )
 
 
 def _endless_passes(loop: ast.stmt) -> bool:
@@ -98,24 +139,33 @@ def _sets_epoch(ctx: FileContext) -> bool:
     )
 
 
-def _for_eval(ctx: FileContext, call: ast.Call) -> bool:
-    said = purpose(*bound_names(ctx, call))
-    if said is not None:
-        return said == "eval"
-    data = dataset_arg(call)
-    return data is not None and data_says_eval(ctx, data, ctx.scope(call))
+def _factory_calls(ctx: FileContext) -> Iterator[tuple[ast.Call, str]]:
+    """Calls of another module's function that builds a shuffling `DistributedSampler` and
+    returns it (`train_loader, _ = get_loader(args)` with the sampler made in utils/data.py)."""
+    if ctx.project is None:
+        return
+    for call, module, func in ctx.sibling_calls():
+        where = ctx.project.sampler_factory(ctx.path, module, func)
+        if where is not None:
+            yield call, where
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:
-    samplers = ctx.calls_to(N.DISTRIBUTED_SAMPLER)
-    if not samplers or _sets_epoch(ctx) or not _epoch_loop(ctx):
+    if _sets_epoch(ctx):
         return
-    for call in samplers:
-        shuffle = keyword(call, "shuffle")
-        if isinstance(shuffle, ast.Constant) and shuffle.value is False:
-            continue
-        if not _for_eval(ctx, call):
-            yield Hit(call)
+    local = [call for call in shuffling_samplers(ctx) if not _handed_off(ctx, call)]
+    remote = list(_factory_calls(ctx)) if ctx.is_ddp_script else []
+    if not (local or remote) or not _epoch_loop(ctx):
+        return
+    for call in local:
+        yield Hit(call)
+    for call, where in remote:
+        name = N.last_name(call.func)
+        message = (
+            f"`{name}` builds a shuffling `DistributedSampler` ({where}) but `set_epoch(epoch)` "
+            "is never called: every epoch uses the same order"
+        )
+        yield Hit(call, message=message, data="factory")  # the sampler is not in this file
 
 
 def _holder(ctx: FileContext, call: ast.Call) -> str | None:
@@ -167,10 +217,10 @@ def _plan(ctx: FileContext, call: ast.Call) -> tuple[ast.For, str] | None:
 def fix(ctx: FileContext, hit: Hit) -> Fix | None:
     """One fix per epoch loop, setting the epoch of every reported sampler it serves (the rule
     goes quiet after the first `set_epoch`, so one at a time would leave the others out)."""
-    mine = _plan(ctx, hit.node)  # type: ignore[arg-type]
+    mine = _plan(ctx, hit.node) if hit.data != "factory" else None  # type: ignore[arg-type]
     if mine is None:
         return None
-    plans = [_plan(ctx, h.node) for h in check(ctx)]  # type: ignore[arg-type]
+    plans = [_plan(ctx, h.node) for h in check(ctx) if h.data != "factory"]  # type: ignore[arg-type]
     lines = list(dict.fromkeys(p[1] for p in plans if p is not None and p[0] is mine[0]))
     edit = ctx.text.insert_before(mine[0].body[0], lines)
     message = f"Call {', '.join(f'`{line}`' for line in lines)} at the start of each epoch"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
-from dpwise.lint.flow import Flow
+from dpwise.lint.flow import Flow, holds_on_entry
 from dpwise.lint.guards import Guards, mentions_rank
-from dpwise.lint.index import MODULE
+from dpwise.lint.index import MODULE, pos
 from dpwise.lint.loaders import keyword, tokens
 from dpwise.lint.model import Hit, Rule
 from dpwise.lint.project import replaces_print
@@ -17,28 +18,35 @@ from dpwise.lint.project import replaces_print
 DOCS = """\
 ## What it does
 Checks DDP scripts (files that build a `DistributedDataParallel`, or scripts that call
-`init_process_group`) for side effects that should happen once, run outside a rank-0 guard:
-`torch.save`, `np.save*`, `json.dump` / `pickle.dump` / `yaml.dump`, `open(..., "w"/"a"/"x")`,
-`Path.write_text`, `.to_csv`, `.savefig`, `.save_pretrained`, `shutil.copy*`, a `SummaryWriter`,
-and `print` of metrics (a `print` that formats a value and mentions a loss, an accuracy,
-a score...).
+`init_process_group` or a set-up helper of the project that does) for side effects that should
+happen once, run outside a rank-0 guard: `torch.save`, `np.save*`, `json.dump` /
+`pickle.dump` / `yaml.dump`, `open(..., "w"/"a"/"x")`, `Path.write_text`, `.to_csv`,
+`.savefig`, `.save_pretrained`, `shutil.copy*`, a `SummaryWriter`, and `print` of metrics (a
+`print` that formats a value and mentions a loss, an accuracy, a score...).
 
 Guards recognised: `if rank == 0:`, `if dist.get_rank() == 0:`, `if local_rank in (-1, 0):`,
 `if self.gpu_id == 0:` (a worker's GPU index, or any name assigned from a rank),
 `if not rank:`, flags named like `is_main`, `is_master`, `master_process`, `is_main_process()`,
+a flag the file sets only from such tests (`args.save_logs = args.logs and is_master(args)`),
 `cond and rank == 0`, the `else:` of `if rank != 0:`, an early `if rank != 0: return`,
 decorators like `@rank_zero_only`, and the rank-0 side of `x if rank == 0 else None`.
-A function is guarded when every same-file call of it is.
+A function is guarded when every same-file call of it is. Code that only one process can run is
+guarded too: after `assert not args.distributed`, and in the branch of an option the script
+refuses in a distributed run (`if opt.evolve:` after `assert not opt.evolve` under
+`if LOCAL_RANK != -1:`).
 
 Not reported: writes whose path or text contains the rank (`f"ckpt_rank{rank}.pt"`, or a
 variable built from it earlier by `+`, an f-string, `os.path.join` or `Path`;
 `print(f"rank {rank}: epoch {epoch} done")` are deliberately per rank; the guide's
 `print(f"Rank {rank} Epoch {epoch} completed")` is such a progress line), progress prints that
-mention no metric, constant status lines (`print("start training")`), prints with `force=True`,
+mention no metric, constant status lines (`print("start training")`), echoes of the options
+(`print("loss_scale = {}".format(args.loss_scale))`: a `loss_scale` is a setting, not a loss;
+values read from `args`, `opt`, `cfg`, `config` or `hparams` are options), prints with `force=True`,
 messages on an error path (the block ends in `raise` or `sys.exit(...)`), and side effects inside
 functions this file never calls (whoever calls them decides). A `print` after a set-up call that
 replaces `builtins.print` (a helper in this file or a sibling module, such as
-`init_distributed_mode(args)` installing a print that is silent on the other ranks) is not reported.
+`init_distributed_mode(args)` installing a print that is silent on the other ranks), or after the
+function itself (or every caller of it) assigns `builtins.print = ...`, is not reported.
 `torch.distributed.checkpoint.save` is collective and must run on every rank; it is not
 `torch.save` and is not reported.
 
@@ -99,17 +107,42 @@ def _inside_written_open(ctx: FileContext, call: ast.Call) -> bool:
     return False
 
 
+_CONFIG_ROOTS = frozenset({"args", "opt", "opts", "cfg", "config", "hparams", "hp", "flags"})
+_WORDS = re.compile(r"[^A-Za-z0-9_]+")
+
+
+def _text_words(text: str) -> set[str]:
+    """Words of a message; a compound such as `loss_scale` is named by its last part (a scale,
+    not a loss), `val_loss` by `loss`."""
+    found = set()
+    for word in _WORDS.split(text.lower()):
+        parts = [p for p in word.split("_") if p]
+        if parts:
+            found |= {parts[-1], parts[-1].rstrip("0123456789")}
+    return found
+
+
+def _config_value(node: ast.AST) -> bool:
+    """`args.loss_scale`, `cfg.train.loss`: an option echoed back, not a result."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id.lower() in _CONFIG_ROOTS
+
+
 def _reports_metrics(call: ast.Call) -> bool:
-    """A print of a value named like a metric; a constant status line reports nothing."""
+    """A print of a value named like a metric; a constant status line reports nothing, and
+    neither does an echo of the options (`print("loss_scale = {}".format(args.loss_scale))`)."""
     values = [*call.args, *(k.value for k in call.keywords if k.arg is not None)]
     if all(isinstance(v, ast.Constant) for v in values):
         return False
     words: set[str] = set()
     for node in ast.walk(call):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            words |= tokens(node.value)
-        elif isinstance(node, ast.Name | ast.Attribute):
-            words |= tokens(N.last_name(node))
+            words |= _text_words(node.value)
+        elif isinstance(node, ast.Attribute) and not _config_value(node):
+            words |= tokens(node.attr)
+        elif isinstance(node, ast.Name):
+            words |= tokens(node.id)
     return bool(words & _METRICS)
 
 
@@ -226,12 +259,52 @@ def _silences_print(ctx: FileContext, call: ast.Call) -> bool:
     return ctx.project.silences_print(ctx.path, module, func)
 
 
+def _is_print_slot(target: ast.AST) -> bool:
+    """`builtins.print`, `__builtin__.print` or `__builtins__["print"]` as an assignment target."""
+    if isinstance(target, ast.Attribute) and target.attr == "print":
+        return isinstance(target.value, ast.Name) and target.value.id in ("builtins", "__builtin__")
+    return (
+        isinstance(target, ast.Subscript)
+        and N.str_value(target.slice) == "print"
+        and N.last_name(target.value) == "__builtins__"
+    )
+
+
+def _print_replaced_at(ctx: FileContext) -> dict[str, tuple[int, int]]:
+    """Per scope, where the function itself assigns `builtins.print = ...` (first place)."""
+    found: dict[str, tuple[int, int]] = {}
+    for scope, body in ctx.idx.assigns.items():
+        for stmt in body:
+            if isinstance(stmt, ast.Assign) and any(map(_is_print_slot, stmt.targets)):
+                found.setdefault(scope, pos(stmt))
+    return found
+
+
+class _Quiet:
+    """Has `print` been replaced (by a set-up call, or by an assignment in the function or in
+    one of its callers) before this point?"""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.flow = Flow(ctx, _silences_print)
+        self.assigned = _print_replaced_at(ctx)
+
+    def _before(self, scope: str, node: ast.AST) -> bool:
+        at = self.assigned.get(scope)
+        return (at is not None and at < pos(node)) or self.flow.before(scope, node)
+
+    def established(self, scope: str, node: ast.AST) -> bool:
+        if self._before(scope, node):
+            return True
+        return bool(holds_on_entry(self.ctx, scope, self._before))
+
+
 def check(ctx: FileContext) -> Iterator[Hit]:
-    if not ctx.is_ddp_script:
+    if not (ctx.is_ddp_script or ctx.starts_group_by_helper):
         return
     guards = Guards(ctx)
     per_rank = per_rank_names(ctx)
-    quiet = Flow(ctx, _silences_print)
+    quiet = _Quiet(ctx)
     for call in ctx.idx.all_calls():
         what = _describe(ctx, call)
         if what is None or _names_rank(ctx, call, per_rank):

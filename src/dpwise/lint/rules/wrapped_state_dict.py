@@ -23,7 +23,9 @@ The wrapper is followed through assignments (`model = DDP(model)`), through
 `self.model = DDP(...)` in a class, and into same-file functions through their parameters
 (`save_checkpoint(ddp_model, ...)`). `model.module.state_dict()` is what it should be and is not
 reported; neither is a name unwrapped where the model may be wrapped
-(`g = generator.module if distributed else generator`, or the same as an `if`/`else`).
+(`g = generator.module if distributed else generator`, or the same as an `if`/`else`). A
+conditional expression with the wrapper on one side is the wrapper on that path
+(`save_model = ema.module if use_ema else self.model` saves the wrapper without EMA).
 
 ## Why is this bad?
 The wrapper holds the model as `.module`, so every key gets a `module.` prefix

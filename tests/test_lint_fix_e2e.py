@@ -51,7 +51,17 @@ def test_the_fixed_script_trains_where_the_original_fails(tmp_path: Path) -> Non
     assert fixed.stdout.strip() == "Found 7 issues (7 fixed, 0 remaining).", fixed.stderr
     assert fixed.returncode == 0, fixed.stderr
 
-    after = torchrun(script, tmp_path / "after.pt")
+    # With torch 2.13 on gloo, a two-process run sometimes aborts at interpreter exit with
+    # "terminate called without an active exception", independent of these fixes: a minimal
+    # DDP script (16 steps, destroy_process_group at the end) did so in 2 of 30 runs on this
+    # machine, and 1 of 30 with a barrier and the wrapper freed first. A clean exit in one of
+    # three tries is asked for; the checkpoint checks below hold for every try.
+    for _ in range(3):
+        after = torchrun(script, tmp_path / "after.pt")
+        if after.returncode == 0:
+            break
+        said = after.stdout[-3000:] + after.stderr[-3000:]
+        assert "terminate called without an active exception" in said, said
     assert after.returncode == 0, after.stdout[-3000:] + after.stderr[-3000:]
     saved = torch.load(tmp_path / "after.pt")
     assert sorted(saved["model"]) == ["block.bias", "block.weight", "head.bias", "head.weight"]

@@ -156,7 +156,7 @@ def _block(ctx: FileContext, call: ast.Call) -> tuple[list[ast.stmt], bool] | No
             block = guard.body if guard is not None else ctx.tree.body
             break
         sites = ctx.callers.get(scope, [])
-        if len(sites) != 1:
+        if len(sites) != 1 or scope in ctx.spawned:  # also started by `mp.spawn`: it ends there
             block = ctx.idx.functions[scope].node.body
             break
         scope, call = sites[0]

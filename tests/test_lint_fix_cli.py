@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import errno
 import json
 import os
@@ -10,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dpwise.lint import add_arguments, run
+from dpwise.lint import run
+from test_lint_output import parse
 
 # One safe fix (deprecated-amp-api, twice), one unsafe (hardcoded-master-port), one finding
 # without a fix (missing-set-device is reported; the file has a comment by each edit).
@@ -33,12 +33,6 @@ SAFE_FIXED = SCRIPT.replace("torch.cuda.amp.GradScaler()", 'torch.amp.GradScaler
 ALL_FIXED = SAFE_FIXED.replace(
     'os.environ["MASTER_PORT"] = "29500"', 'os.environ.setdefault("MASTER_PORT", "29500")'
 )
-
-
-def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="dpwise lint")
-    add_arguments(parser)
-    return parser.parse_args(list(argv))
 
 
 @pytest.fixture

@@ -87,38 +87,31 @@ class Project:
 
     def launches_group(self, importer: str, module: str, func: str, depth: int = 0) -> bool:
         """Does `func` create the group only in the workers it starts (`launch(main, n)`)?"""
-        key = f"{os.path.dirname(importer)}|{module}"
-        if key not in self._launchers:
-            ctx = self._module(importer, module)
-            self._launchers[key] = group_launchers(ctx) if ctx is not None else frozenset()
-        if func in self._launchers[key]:
-            return True
-        ctx = self._module(importer, module)
-        if ctx is None or depth >= 2:
-            return False
-        return any(
-            self.launches_group(ctx.path, source, name, depth + 1)
-            for source, name in _reexports(ctx, func)
-        )
+        return self._names(self._launchers, group_launchers, importer, module, func, depth)
 
     def creates_group(self, importer: str, module: str, func: str, depth: int = 0) -> bool:
         """Does the sibling module's function `func` call `init_process_group` (directly, through
         its own module's functions, or in the workers it starts)? A package's `__init__.py` that
         re-exports the function (`from .launch import launch`, `from .launch import *`) is
         followed to the module that defines it."""
+        return self._names(self._group_makers, group_makers, importer, module, func, depth)
+
+    def _names(self, table, find, importer: str, module: str, func: str, depth: int) -> bool:  # type: ignore[no-untyped-def]
+        """Is `func` among the names `find` picks out of the module (memoised in `table`),
+        following a package's re-exports two levels deep?"""
         key = f"{os.path.dirname(importer)}|{module}"
-        if key not in self._group_makers:
+        if key not in table:
             ctx = self._module(importer, module)
-            self._group_makers[key] = group_makers(ctx) if ctx is not None else frozenset()
-        if func in self._group_makers[key]:
+            table[key] = find(ctx) if ctx is not None else frozenset()
+        if func in table[key]:
             return True
         ctx = self._module(importer, module)
         if ctx is None or depth >= 2:
             return False
-        for source, name in _reexports(ctx, func):
-            if self.creates_group(ctx.path, source, name, depth + 1):
-                return True
-        return False
+        return any(
+            self._names(table, find, ctx.path, source, name, depth + 1)
+            for source, name in _reexports(ctx, func)
+        )
 
     def builds_ddp(self, importer: str, module: str, func: str) -> bool:
         """Does the sibling module's function `func` return a `DistributedDataParallel`?"""

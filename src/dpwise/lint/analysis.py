@@ -10,14 +10,27 @@ import ast
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from dpwise.lint import names as N
 from dpwise.lint.edits import Text, split_lines
-from dpwise.lint.index import FUNCTIONS, LOOPS, MODULE, Index, build_index, pos
+from dpwise.lint.index import FUNCTIONS, LOOPS, MODULE, Index, build_index, is_main_guard, pos
 
-if TYPE_CHECKING:
-    from dpwise.lint.project import Project
+
+class ProjectView(Protocol):
+    """What a file's context asks of the other modules of its project (`project.Project` answers
+    it, reading them from disk). A protocol, so that this module does not import `project`, which
+    builds these contexts."""
+
+    def builds_ddp(self, importer: str, module: str, func: str) -> bool: ...
+    def creates_group(self, importer: str, module: str, func: str) -> bool: ...
+    def launches_group(self, importer: str, module: str, func: str) -> bool: ...
+    def mentions(self, importer: str, module: str, func: str, attrs: tuple[str, ...]) -> bool: ...
+    def imported_source_mentions(self, ctx: FileContext, words: tuple[str, ...]) -> bool: ...
+    def loader_factory(self, importer: str, module: str, func: str) -> tuple[str, int] | None: ...
+    def sampler_factory(self, importer: str, module: str, func: str) -> str | None: ...
+    def silences_print(self, importer: str, module: str, func: str) -> bool: ...
+
 
 Site = tuple[str, ast.Call]  # (caller scope, call node)
 _TARGETS = ("fn", "target")
@@ -26,7 +39,7 @@ SCOPE_BOUNDARY = (*FUNCTIONS, ast.Lambda, ast.ClassDef, ast.Module)
 
 class FileContext:
     def __init__(
-        self, path: str, source: str, tree: ast.Module, project: Project | None = None
+        self, path: str, source: str, tree: ast.Module, project: ProjectView | None = None
     ) -> None:
         self.path = path
         self.source = source
@@ -135,12 +148,12 @@ class FileContext:
 
     @cached_property
     def has_main_guard(self) -> bool:
-        return any(
-            isinstance(n.test, ast.Compare)
-            and isinstance(n.test.left, ast.Name)
-            and n.test.left.id == "__name__"
-            for n in self.idx.ifs.get(MODULE, ())
-        )
+        return self.main_guard is not None
+
+    @cached_property
+    def main_guard(self) -> ast.If | None:
+        """The module-level `if __name__ == "__main__":` block."""
+        return next((n for n in self.idx.ifs.get(MODULE, ()) if is_main_guard(n.test)), None)
 
     # -- same-file functions -------------------------------------------------------------------
     def function_for(self, name: str, scope: str) -> str | None:

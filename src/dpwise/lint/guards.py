@@ -24,6 +24,7 @@ import re
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.flow import holds_on_entry
+from dpwise.lint.index import assign_targets, is_main_guard
 
 RANK0, OTHER, NOT_RANK0 = 1, 0, -1
 _MAIN_FLAGS = frozenset(
@@ -162,7 +163,7 @@ def rank_aliases(ctx: FileContext) -> frozenset[str]:
             value = getattr(stmt, "value", None)
             if value is None or not rank_like(value):
                 continue
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+            targets = assign_targets(stmt)
             found |= {N.last_name(t) for t in targets if isinstance(t, ast.Name | ast.Attribute)}
     return frozenset(found)
 
@@ -175,7 +176,7 @@ def rank0_flags(ctx: FileContext, aliases: frozenset[str]) -> frozenset[str]:
             value = getattr(stmt, "value", None)
             if value is None:
                 continue
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+            targets = assign_targets(stmt)
             for t in targets:
                 if isinstance(t, ast.Name | ast.Attribute):
                     kinds.setdefault(N.last_name(t), set()).add(classify(value, aliases) == RANK0)
@@ -237,15 +238,6 @@ def single_process_flags(ctx: FileContext) -> frozenset[str]:
     return frozenset(found)
 
 
-def _is_main_block(test: ast.AST) -> bool:
-    return (
-        isinstance(test, ast.Compare)
-        and isinstance(test.left, ast.Name)
-        and test.left.id == "__name__"
-        and N.str_value(test.comparators[0]) == "__main__"
-    )
-
-
 def _exits(body: list[ast.stmt]) -> bool:
     if not body:
         return False
@@ -301,7 +293,7 @@ class Guards:
                 continue
             if isinstance(stmt, ast.If):
                 kind = classify(stmt.test, self.aliases)
-                if self.parent_only and _is_main_block(stmt.test):
+                if self.parent_only and is_main_guard(stmt.test):
                     kind = RANK0
                 if kind == OTHER and self.single:
                     kind = self._single_process(stmt.test)

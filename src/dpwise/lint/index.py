@@ -19,6 +19,26 @@ def pos(node: ast.AST) -> tuple[int, int]:
     return (node.lineno, node.col_offset)  # type: ignore[attr-defined]
 
 
+def assign_targets(stmt: ast.AST) -> list[ast.expr]:
+    """What an assignment binds: every target of `a = b = v`, the one of `a: T = v`."""
+    if isinstance(stmt, ast.Assign):
+        return list(stmt.targets)
+    target = getattr(stmt, "target", None)
+    return [target] if target is not None else []
+
+
+def is_main_guard(test: ast.AST) -> bool:
+    """`__name__ == "__main__"` (the test of a script's main block)."""
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
+
+
 @dataclass(frozen=True)
 class FunctionInfo:
     key: str  # dotted path: "train", "Trainer.fit", "main.step"

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
 from dpwise.lint.guards import rank_like
+from dpwise.lint.index import assign_targets
 
 EVAL_TOKENS = frozenset(
     {
@@ -101,7 +102,7 @@ def bound_names(ctx: FileContext, node: ast.AST) -> list[str]:
     child = node
     for parent in ctx.ancestors(node):
         if isinstance(parent, ast.Assign | ast.AnnAssign):
-            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            targets = assign_targets(parent)
             found += [
                 N.last_name(t) or N.str_value(getattr(t, "slice", None)) or "" for t in targets
             ]
@@ -146,7 +147,7 @@ def follow(ctx: FileContext, expr: ast.AST, scope: str, depth: int = 0) -> Itera
 
 def assigned_values(ctx: FileContext, scope: str, name: str) -> Iterator[ast.AST]:
     for stmt in ctx.idx.assigns.get(scope, ()):
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+        targets = assign_targets(stmt)
         value = stmt.value  # type: ignore[attr-defined]
         if value is not None and any(
             isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)

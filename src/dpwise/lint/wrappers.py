@@ -16,7 +16,7 @@ from collections import defaultdict
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
-from dpwise.lint.index import MODULE, pos
+from dpwise.lint.index import MODULE, assign_targets, pos
 
 Entry = tuple[tuple[int, int], str, ast.AST]  # (position, scope, value)
 _PASS_THROUGH = ("to", "cuda", "cpu", "train", "float", "half", "bfloat16", "requires_grad_")
@@ -47,7 +47,7 @@ class Wrappers:
         value = stmt.value  # type: ignore[attr-defined]
         if value is None:
             return
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+        targets = assign_targets(stmt)
         for target in targets:
             for t, v in _pairs(target, value):
                 entry = (pos(stmt), scope, v)

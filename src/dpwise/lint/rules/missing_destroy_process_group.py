@@ -128,20 +128,6 @@ def _dist(ctx: FileContext) -> str | None:
     return f"{torch}.distributed" if torch else None
 
 
-def _main_guard(ctx: FileContext) -> ast.If | None:
-    return next(
-        (
-            s
-            for s in ctx.tree.body
-            if isinstance(s, ast.If)
-            and isinstance(s.test, ast.Compare)
-            and isinstance(s.test.left, ast.Name)
-            and s.test.left.id == "__name__"
-        ),
-        None,
-    )
-
-
 def _block(ctx: FileContext, call: ast.Call) -> tuple[list[ast.stmt], bool] | None:
     """The statements after which the group can go, and whether the group surely exists there
     (created by a statement of that block). That is after the function that creates it has
@@ -152,7 +138,7 @@ def _block(ctx: FileContext, call: ast.Call) -> tuple[list[ast.stmt], bool] | No
     direct = True
     for _ in range(6):
         if scope == MODULE:
-            guard = _main_guard(ctx)
+            guard = ctx.main_guard
             block = guard.body if guard is not None else ctx.tree.body
             break
         sites = ctx.callers.get(scope, [])

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from dpwise.lint import names as N
 from dpwise.lint.analysis import FileContext
-from dpwise.lint.index import pos
+from dpwise.lint.index import assign_targets, pos
 from dpwise.lint.model import UNSAFE, Fix, Hit, Rule
 from dpwise.lint.wrappers import Wrappers
 
@@ -101,7 +101,7 @@ def _later_saved(ctx: FileContext, scope: str, stmt: ast.stmt, names: set[str]) 
 
 
 def _assigned_names(stmt: ast.stmt) -> set[str]:
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+    targets = assign_targets(stmt)
     names = set()
     for target in targets:
         while isinstance(target, ast.Subscript | ast.Attribute):

@@ -157,3 +157,32 @@ def test_names_and_plain_configs_need_no_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+@pytest.mark.parametrize("hw", [CPU, Hardware(cuda_devices=6, cpu_cores=64)], ids=["cpu", "gpus"])
+def test_compares_plans_are_resolved_as_trains_are(hw, monkeypatch):
+    """Each run of the matrix gets what `dpwise train` would resolve for it on its own GPUs."""
+    from dpwise.compare import worker
+
+    monkeypatch.setattr(worker.Hardware, "detect", classmethod(lambda cls: hw))
+    cfg = CompareConfig(batch_size=240)
+    got = {}
+    for spec in build_matrix(cfg, hw):
+        plan = worker._plan(spec, cfg, DistEnv())
+        got[spec.id] = (plan.device_type, plan.backend, plan.world_size, plan.dp_devices)
+        assert plan.launch == spec.launched  # the parent of a run of several processes launches
+    if hw is CPU:
+        assert got == {
+            "single": ("cpu", None, 1, 0),
+            "dp": ("cpu", None, 1, 0),
+            "ddp-1": ("cpu", "gloo", 1, 0),
+            "ddp-2": ("cpu", "gloo", 2, 0),
+        }
+    else:
+        assert got["single"] == ("cuda", None, 1, 0)
+        assert [got[f"dp-{k}"] for k in (1, 2, 4, 6)] == [
+            ("cuda", None, 1, k) for k in (1, 2, 4, 6)
+        ]
+        assert [got[f"ddp-{w}"] for w in (1, 2, 4, 6)] == [
+            ("cuda", "nccl", w, 0) for w in (1, 2, 4, 6)
+        ]

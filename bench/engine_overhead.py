@@ -26,7 +26,8 @@ from dpwise.engine import Loop
 from dpwise.env import DistEnv
 from dpwise.models import SimpleModel, simple_data
 from dpwise.plan import Hardware, resolve
-from dpwise.strategies import DDPStrategy, SingleStrategy
+from dpwise.strategies.ddp import DDPStrategy
+from dpwise.strategies.single import SingleStrategy
 from dpwise.workload import resolve_workload
 
 BATCH = 256

@@ -10,7 +10,7 @@ from dpwise.config import TrainConfig
 from dpwise.engine import train
 from dpwise.env import DistEnv
 from dpwise.plan import Hardware, resolve
-from dpwise.strategies import DDPStrategy
+from dpwise.strategies.ddp import DDPStrategy
 from dpwise.workload import resolve_workload
 from helpers_train import train_here
 

@@ -7,14 +7,16 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from dpwise import strategies
 from dpwise.errors import DpwiseError
 
-STRATEGIES = ("single", "dp", "ddp")
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "adamw")
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "gloo", "nccl")
 RDZV_BACKENDS = ("c10d", "static")
+# Settings that only some strategies take (each strategy's traits.options says which)
+STRATEGY_OPTIONS = ("find_unused_parameters", "static_graph")
 LOSSES = ("auto", "cross-entropy", "token-cross-entropy", "mse", "model")
 # How long a collective waits for a peer before the run fails (--timeout). Long enough for the
 # longest phase one rank spends alone while the others wait at the next collective: rank 0
@@ -118,7 +120,7 @@ class TrainConfig:
     quiet: bool = False
 
     def __post_init__(self) -> None:
-        _choice("--strategy", self.strategy, STRATEGIES)
+        _choice("--strategy", self.strategy, strategies.names())
         _choice("--precision", self.precision, PRECISIONS)
         _choice("--optimizer", self.optimizer, OPTIMIZERS)
         _choice("--device", self.device, DEVICES)
@@ -137,16 +139,7 @@ class TrainConfig:
             finite(f"--{name.replace('_', '-')}", getattr(self, name), example)
         if not self.lr > 0:
             raise DpwiseError(f"--lr must be positive, got {self.lr}")
-        if self.strategy != "ddp" and (self.nproc not in (None, 1) or self.nnodes != 1):
-            raise DpwiseError(
-                f"--strategy {self.strategy} runs one process; --nproc/--nnodes need --strategy ddp"
-            )
-        for flag in ("find_unused_parameters", "static_graph"):
-            if getattr(self, flag) and self.strategy != "ddp":
-                raise DpwiseError(
-                    f"--{flag.replace('_', '-')} is an option of DistributedDataParallel; "
-                    f"it needs --strategy ddp (got --strategy {self.strategy})"
-                )
+        self._check_strategy_fits()
         if self.nnodes > 1 and not self.rdzv_endpoint:
             raise DpwiseError(
                 f"--nnodes {self.nnodes} needs --rdzv-endpoint HOST:PORT reachable from every node"
@@ -162,6 +155,24 @@ class TrainConfig:
             raise DpwiseError("--checkpoint-every needs --out DIR to write checkpoints into")
         if self.resume is not None and self.out is None:
             raise DpwiseError("--resume needs --out DIR (the run's outputs go there)")
+
+    def _check_strategy_fits(self) -> None:
+        """Flags only some strategies take. Traits are read only where such a flag is given:
+        reading them imports the strategy's module (and torch)."""
+        several = self.nproc not in (None, 1) or self.nnodes != 1
+        if several and not strategies.traits(self.strategy).multiprocess:
+            takers = " or ".join(strategies.those(lambda t: t.multiprocess))
+            raise DpwiseError(
+                f"--strategy {self.strategy} runs one process; --nproc/--nnodes need "
+                f"--strategy {takers}"
+            )
+        for flag in STRATEGY_OPTIONS:
+            if getattr(self, flag) and flag not in strategies.traits(self.strategy).options:
+                takers = " or ".join(strategies.those(lambda t, f=flag: f in t.options))
+                raise DpwiseError(
+                    f"--{flag.replace('_', '-')} is an option of DistributedDataParallel; "
+                    f"it needs --strategy {takers} (got --strategy {self.strategy})"
+                )
 
     @property
     def ddp_options(self) -> dict[str, bool]:

@@ -71,6 +71,7 @@ class RunResult:
 class Trained:
     result: RunResult
     model: nn.Module  # unwrapped: its state dict has no ``module.`` prefix
+    state: dict[str, torch.Tensor]  # the whole model's state dict (complete on the main process)
 
 
 def make_optimizer(name: str, params: Any, lr: float, momentum: float, wd: float):
@@ -250,7 +251,8 @@ class Loop:
             self.save_checkpoint()
         self.result.peak_memory = _gather_records(self.strategy, memory.peaks(devices))
         self.result.workers = _gather_records(self.strategy, [_worker_facts()])
-        return Trained(self.result, self.strategy.unwrap(self.model))
+        state = self.strategy.full_state_dict(self.model)  # every process: it may gather
+        return Trained(self.result, self.strategy.unwrap(self.model), state)
 
     # -- checkpoints ----------------------------------------------------------------------------
     def _checkpoint_due(self) -> bool:

@@ -46,12 +46,13 @@ def _history(
 def save(loop: Loop, live: torch.Tensor | None, live_seconds: float) -> None:
     rng = loop.strategy.all_gather_object(_rng_state(loop))  # every rank's generator
     losses, epochs, partial = _history(loop, live, live_seconds)
+    model = loop.strategy.full_state_dict(loop.model)  # every rank: a sharded model gathers
     if not loop.strategy.is_main:
         return
     state = {
         "run_id": loop.run_id,
         "fingerprint": checkpoint.fingerprint(loop.cfg.to_dict()),
-        "model": loop.strategy.unwrap(loop.model).state_dict(),
+        "model": model,
         "optimizer": loop.optimizer.state_dict(),
         "scaler": loop.precision.state_dict(),
         "rng": rng,
@@ -70,10 +71,9 @@ def save(loop: Loop, live: torch.Tensor | None, live_seconds: float) -> None:
 def restore(loop: Loop, state: dict[str, Any], label: str) -> None:
     """Check that ``state`` continues this run, then load it; a misfit is one DpwiseError line."""
     checkpoint.check_position(state, label, loop.steps, loop.total_steps)
-    model = loop.strategy.unwrap(loop.model)
-    checkpoint.check_model(state, label, model)
+    checkpoint.check_model(state, label, loop.strategy.unwrap(loop.model))
     try:
-        model.load_state_dict(state["model"])
+        loop.strategy.load_full_state_dict(loop.model, state["model"])
         loop.optimizer.load_state_dict(state["optimizer"])
         loop.precision.load_state_dict(state["scaler"])
         _restore_rng(loop, state["rng"])

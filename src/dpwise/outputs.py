@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
 from dpwise.atomic import atomic_files, atomic_write_text
 from dpwise.errors import DpwiseError
@@ -89,9 +88,10 @@ def write_json(obj: Any, path: Path) -> None:
     atomic_write_text(path, to_json(obj))
 
 
-def write_outputs(out: Path, model: nn.Module, metrics: dict[str, Any]) -> None:
-    """final.pt and metrics.json appear together (both from this run) or not at all."""
+def write_outputs(out: Path, state: dict[str, torch.Tensor], metrics: dict[str, Any]) -> None:
+    """final.pt (``state``: the full, unwrapped state dict) and metrics.json appear together
+    (both from this run) or not at all."""
     text = to_json(metrics)
     with atomic_files(out / "final.pt", out / "metrics.json", fsync=True) as (pt, js):
-        torch.save(model.state_dict(), pt)
+        torch.save(state, pt)
         js.write(text.encode("utf-8"))

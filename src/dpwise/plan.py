@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from dpwise import strategies
 from dpwise.config import TrainConfig
 from dpwise.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.strategies.traits import VISIBLE
 
 
 def cpu_cores() -> int:
@@ -31,14 +33,14 @@ class Hardware:
 
 @dataclass(frozen=True, kw_only=True)
 class RunPlan:
-    """What will actually run: one process (single, dp) or world_size DDP workers."""
+    """What will actually run: one process, or world_size workers of a multi-process strategy."""
 
     config: TrainConfig
     device_type: str  # "cpu" or "cuda"
-    backend: str | None  # None for single and dp
+    backend: str | None  # None where the strategy runs one process
     nproc_per_node: int
     world_size: int
-    dp_devices: int  # GPUs DataParallel splits each batch over (0: CPU pass-through)
+    dp_devices: int  # GPUs one process splits each batch over (0: its one device)
     launch: bool  # True: dpwise starts the workers itself through the elastic launcher
 
     @property
@@ -59,13 +61,17 @@ def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
     if device == "cuda" and hw.cuda_devices == 0:
         raise DpwiseError("--device cuda needs a CUDA GPU, but PyTorch sees none; use --device cpu")
 
-    if cfg.strategy != "ddp":
+    traits = strategies.traits(cfg.strategy)
+    if not traits.multiprocess:
         if env.under_launcher and env.world_size > 1:
+            several = " or ".join(strategies.those(lambda t: t.multiprocess))
             raise DpwiseError(
                 f"--strategy {cfg.strategy} runs one process, but this is worker {env.rank} of "
-                f"{env.world_size} under torchrun; use --strategy ddp or launch without torchrun"
+                f"{env.world_size} under torchrun; use --strategy {several} or launch without "
+                "torchrun"
             )
-        dp_devices = hw.cuda_devices if (cfg.strategy == "dp" and device == "cuda") else 0
+        every_gpu = traits.devices == VISIBLE and device == "cuda"
+        dp_devices = hw.cuda_devices if every_gpu else 0
         return RunPlan(
             config=cfg,
             device_type=device,

@@ -65,7 +65,7 @@ def run_worker(cfg: TrainConfig) -> dict[str, Any] | None:
         """Rank 0 writes its outputs before the process group is torn down."""
         if strategy.is_main and cfg.out is not None:
             metrics = build_metrics(plan, trained.result.to_dict())
-            outputs.write_outputs(cfg.out, trained.model, metrics)
+            outputs.write_outputs(cfg.out, trained.state, metrics)
 
     on_epoch = None if cfg.quiet else _emit_epoch
     try:

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from dpwise import strategies
 from dpwise.commands.common import add_timeout_arg, add_workload_args
 from dpwise.config import DEVICES, OPTIMIZERS, PRECISIONS
 
@@ -32,7 +33,9 @@ input. The report (report.html, report.md, results.json, plots, traces) goes to 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_workload_args(p)
     r = p.add_argument_group("runs")
-    r.add_argument("--strategies", default="single,dp,ddp", help="comma-separated (default: all)")
+    r.add_argument(
+        "--strategies", default=",".join(strategies.names()), help="comma-separated (default: all)"
+    )
     r.add_argument("--world-sizes", help="e.g. 1,2,4 (default: 1,2 on CPU; 1,2,4… GPUs on GPU)")
     r.add_argument("--device", default="auto", choices=DEVICES)
     r.add_argument("--epochs", type=int, default=5, help="epochs per repeat (first is warm-up)")

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from dpwise import strategies
 from dpwise.commands.common import add_timeout_arg, add_workload_args
-from dpwise.config import BACKENDS, DEVICES, OPTIMIZERS, PRECISIONS, RDZV_BACKENDS, STRATEGIES
+from dpwise.config import BACKENDS, DEVICES, OPTIMIZERS, PRECISIONS, RDZV_BACKENDS
 from dpwise.errors import DpwiseError
 
-HELP = "train one workload with one strategy (single, dp, ddp)"
+HELP = f"train one workload with one strategy ({', '.join(strategies.names())})"
 DESCRIPTION = "Train one workload with one data-parallel strategy, launched correctly."
 EPILOG = """\
 examples:
@@ -27,7 +28,7 @@ single, dp and ddp train on the same rows in the same order and end with the sam
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_workload_args(p)
     s = p.add_argument_group("strategy and launch")
-    s.add_argument("--strategy", default="single", choices=STRATEGIES)
+    s.add_argument("--strategy", default="single", choices=strategies.names())
     s.add_argument("--nproc", type=int, help="ddp workers per node (default: GPUs, else 2)")
     s.add_argument("--device", default="auto", choices=DEVICES, help="auto: CUDA when present")
     s.add_argument("--backend", default="auto", choices=BACKENDS, help="auto: nccl on CUDA")

@@ -1,13 +1,16 @@
-"""Which runs a comparison makes on this hardware: single, dp and ddp at several world sizes."""
+"""Which runs a comparison makes on this hardware: the reference (single), then every asked
+strategy at the world sizes its traits call for (processes, or the GPUs one process drives)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from dpwise import strategies
 from dpwise.compare.settings import CompareConfig
 from dpwise.errors import DpwiseError
 from dpwise.plan import Hardware
+from dpwise.strategies.traits import VISIBLE
 
 
 @dataclass(frozen=True)
@@ -15,13 +18,14 @@ class RunSpec:
     id: str  # file-name safe: single, dp-2, ddp-4
     label: str
     strategy: str
-    world_size: int  # ddp processes, or the GPUs DataParallel splits over (1 on the CPU)
+    world_size: int  # processes, or the GPUs one process splits each batch over (1 on the CPU)
     device_type: str
 
     @property
     def launched(self) -> bool:
-        """ddp with more than one process runs in workers started by the elastic launcher."""
-        return self.strategy == "ddp" and self.world_size > 1
+        """A multi-process run of more than one process runs in workers the elastic launcher
+        starts."""
+        return self.world_size > 1 and strategies.traits(self.strategy).multiprocess
 
 
 def default_world_sizes(hw: Hardware, device_type: str) -> tuple[int, ...]:
@@ -52,16 +56,25 @@ def build_matrix(cfg: CompareConfig, hw: Hardware) -> list[RunSpec]:
             f"--world-sizes {max(sizes)} needs more GPUs than the {hw.cuda_devices} this machine "
             f"has; use sizes up to {hw.cuda_devices}"
         )
-    specs = [RunSpec("single", "single", "single", 1, device)]  # the reference, always run
-    if "dp" in cfg.strategies:
-        if device == "cpu":
-            specs.append(RunSpec("dp", "dp (CPU pass-through)", "dp", 1, device))
-        else:
-            specs += [RunSpec(f"dp-{k}", f"dp × {k} GPUs", "dp", k, device) for k in sizes]
-    if "ddp" in cfg.strategies:
-        _check_divisible(cfg.batch_size, sizes)
-        specs += [RunSpec(f"ddp-{w}", f"ddp × {w}", "ddp", w, device) for w in sizes]
+    reference = strategies.reference()
+    specs = [RunSpec(reference, reference, reference, 1, device)]  # always run
+    for name in strategies.names():
+        if name in cfg.strategies and name != reference:
+            specs += _runs(name, strategies.traits(name), sizes, device, cfg.batch_size)
     return specs
+
+
+def _runs(
+    name: str, traits: strategies.Traits, sizes: tuple[int, ...], device: str, batch: int
+) -> list[RunSpec]:
+    if traits.multiprocess:  # one run per world size of processes
+        _check_divisible(batch, sizes)
+        return [RunSpec(f"{name}-{w}", f"{name} × {w}", name, w, device) for w in sizes]
+    if traits.devices == VISIBLE and device == "cuda":  # one process over the first k GPUs
+        return [RunSpec(f"{name}-{k}", f"{name} × {k} GPUs", name, k, device) for k in sizes]
+    if traits.devices == VISIBLE:  # no GPU to split over: the wrapper calls the module itself
+        return [RunSpec(name, f"{name} (CPU pass-through)", name, 1, device)]
+    return [RunSpec(name, name, name, 1, device)]
 
 
 def _check_divisible(batch: int, sizes: tuple[int, ...]) -> None:

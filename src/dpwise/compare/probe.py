@@ -17,7 +17,9 @@ from dpwise.engine import Loop
 from dpwise.measure import memory, profile
 from dpwise.measure.stats import summary
 from dpwise.plan import RunPlan
+from dpwise.strategies import traits
 from dpwise.strategies.base import Strategy
+from dpwise.strategies.traits import VISIBLE
 from dpwise.workload import Workload
 
 WARM_STEPS = 2
@@ -64,7 +66,7 @@ class Repeats:
         self.rates.append(sum(e["samples"] for e in timed) / seconds if seconds > 0 else 0.0)
         if not self.first:
             if final is not None:
-                atomic_torch_save(trained.model.state_dict(), final)
+                atomic_torch_save(trained.state, final)
             r = trained.result
             self.first = {
                 "losses": r.losses,
@@ -144,7 +146,7 @@ def profiled_probe(
     probe_plan = replace(plan, config=replace(plan.config, epochs=1, max_steps=steps))
     perm = epoch_permutation(len(data), plan.config.seed, 0)
     exposed = None
-    if spec.strategy == "ddp" and strategy.world_size > 1:
+    if spec.launched:
         # one process has nothing to exchange: its "exposed" time would be noise
         loop = Loop(probe_plan, strategy, workload, data=data)
         for s in range(WARM_STEPS):
@@ -155,7 +157,7 @@ def profiled_probe(
     if last_work:
         memory.return_large_blocks()
     # input shapes give the bytes collectives move; only where read
-    shapes = (spec.strategy == "ddp" and spec.world_size > 1) or spec.device_type == "cuda"
+    shapes = spec.launched or spec.device_type == "cuda"
     with profile.session(spec.device_type, with_memory=True, with_shapes=shapes) as prof:
         loop = Loop(probe_plan, strategy, workload, data=data)
         for s in range(steps):
@@ -179,12 +181,13 @@ def _figures(spec: RunSpec, loop: Loop, events: list[Any], trace: Path) -> dict[
         out["live_tensor_bytes"] = profile.peak_live_cpu_bytes(trace)
     else:
         out["sync_points_per_step"] = profile.sync_points(events, windows)
-    if spec.strategy == "ddp":
+    kind = traits(spec.strategy)
+    if kind.process_group:  # collectives over the process group
         params = list(loop.model.parameters())
         out["communication"] = {
             **profile.collectives(events, windows, params[0].element_size()),
             "gradient_bytes": sum(p.numel() * p.element_size() for p in params if p.requires_grad),
         }
-    elif spec.strategy == "dp" and spec.device_type == "cuda":
+    elif kind.devices == VISIBLE and spec.device_type == "cuda":  # copies between the GPUs
         out["communication"] = {"collectives": profile.dp_ops(events, windows)}
     return out

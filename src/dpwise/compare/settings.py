@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dpwise import strategies as registry
 from dpwise.config import (
     DEFAULT_TIMEOUT_S,
     OPTIMIZERS,
     PRECISIONS,
-    STRATEGIES,
     TrainConfig,
     check_timeout,
     finite,
@@ -35,7 +35,7 @@ class CompareConfig:
     data: str | None = None
     data_args: dict[str, Any] = field(default_factory=dict)
     loss: str = "auto"
-    strategies: tuple[str, ...] = STRATEGIES
+    strategies: tuple[str, ...] = field(default_factory=registry.names)
     world_sizes: tuple[int, ...] | None = None  # None: 1, 2 on CPU; 1, 2, 4 … GPUs on GPU
     epochs: int = 5  # the guide's example trains 5 epochs
     batch_size: int = 256
@@ -60,10 +60,11 @@ class CompareConfig:
         return {"find_unused_parameters": self.find_unused_parameters}
 
     def __post_init__(self) -> None:
-        unknown = [s for s in self.strategies if s not in STRATEGIES]
+        known = registry.names()
+        unknown = [s for s in self.strategies if s not in known]
         if unknown:
             raise DpwiseError(
-                f"--strategies {','.join(unknown)}: unknown; choose from {', '.join(STRATEGIES)}"
+                f"--strategies {','.join(unknown)}: unknown; choose from {', '.join(known)}"
             )
         if self.epochs < 2:
             raise DpwiseError(
@@ -93,7 +94,9 @@ class CompareConfig:
                 raise DpwiseError(f"--{name} must be positive, got {getattr(self, name)}")
 
     def train_config(self, strategy: str, nproc: int | None) -> TrainConfig:
-        """The TrainConfig of one run: the same workload and hyper-parameters for every strategy."""
+        """The TrainConfig of one run: the same workload and hyper-parameters for every strategy.
+        ``nproc``: the run's processes, for a multi-process strategy (ignored otherwise)."""
+        traits = registry.traits(strategy)
         return TrainConfig(
             model=self.model,
             model_args=self.model_args,
@@ -101,7 +104,7 @@ class CompareConfig:
             data_args=self.data_args,
             loss=self.loss,
             strategy=strategy,
-            nproc=nproc if strategy == "ddp" else None,
+            nproc=nproc if traits.multiprocess else None,
             device=self.device,
             epochs=self.epochs,
             max_steps=self.max_steps,
@@ -112,6 +115,7 @@ class CompareConfig:
             optimizer=self.optimizer,
             precision=self.precision,
             seed=self.seed,
-            find_unused_parameters=self.find_unused_parameters and strategy == "ddp",
+            find_unused_parameters=self.find_unused_parameters
+            and "find_unused_parameters" in traits.options,
             quiet=True,
         )

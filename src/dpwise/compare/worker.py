@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,49 +25,31 @@ from dpwise.errors import DpwiseError
 from dpwise.interrupts import release
 from dpwise.launch import launch, run_guarded
 from dpwise.plan import Hardware, RunPlan, resolve
-from dpwise.strategies import DataParallelStrategy, DDPStrategy, SingleStrategy
-from dpwise.strategies.base import Strategy
+from dpwise.strategies import make_strategy, reference, traits
+from dpwise.strategies.traits import VISIBLE
 from dpwise.workload import workload_for
 
 Address = tuple[str, int]
 
 
-def _backend(spec: RunSpec) -> str:
-    return "nccl" if spec.device_type == "cuda" else "gloo"
+def _plan(spec: RunSpec, cfg: CompareConfig, env: DistEnv) -> RunPlan:
+    """The run's plan, resolved as `dpwise train` resolves one, on the GPUs the run may use.
+
+    Only a run of several processes is launched; a multi-process strategy's run of one process
+    trains here, in a one-member process group (_local_group).
+    """
+    hw = Hardware.detect()
+    own = replace(hw, cuda_devices=min(hw.cuda_devices, spec.world_size))
+    plan = resolve(cfg.train_config(spec.strategy, spec.world_size), own, env)
+    return replace(plan, launch=plan.launch and spec.launched)
 
 
-def _strategy(
-    spec: RunSpec, env: DistEnv, ddp_options: dict | None = None, timeout_s: float | None = None
-) -> Strategy:
-    if spec.strategy == "ddp":
-        return DDPStrategy(
-            env, _backend(spec), spec.device_type, timeout_s=timeout_s, options=ddp_options
-        )
-    if spec.strategy == "dp":
-        return DataParallelStrategy(spec.world_size if spec.device_type == "cuda" else 0)
-    device = torch.device("cuda", 0) if spec.device_type == "cuda" else torch.device("cpu")
-    return SingleStrategy(device)
-
-
-def _plan(spec: RunSpec, cfg: CompareConfig) -> RunPlan:
-    train = cfg.train_config(spec.strategy, spec.world_size)
-    ddp = spec.strategy == "ddp"
-    return RunPlan(
-        config=train,
-        device_type=spec.device_type,
-        backend=_backend(spec) if ddp else None,
-        nproc_per_node=spec.world_size if ddp else 1,
-        world_size=spec.world_size if ddp else 1,
-        dp_devices=spec.world_size if spec.strategy == "dp" and spec.device_type == "cuda" else 0,
-        launch=False,
-    )
-
-
-def _local_group(spec: RunSpec) -> bool:
-    """ddp × 1 runs alone: a one-member process group on an in-memory store."""
-    if spec.strategy != "ddp" or spec.launched or dist.is_initialized():
+def _local_group(spec: RunSpec, plan: RunPlan) -> bool:
+    """A run of one process whose strategy needs a process group gets a one-member group on an
+    in-memory store."""
+    if not traits(spec.strategy).process_group or spec.launched or dist.is_initialized():
         return False
-    dist.init_process_group(_backend(spec), store=dist.HashStore(), rank=0, world_size=1)
+    dist.init_process_group(plan.backend, store=dist.HashStore(), rank=0, world_size=1)
     return True
 
 
@@ -79,13 +62,13 @@ def _threads(spec: RunSpec, cfg: CompareConfig) -> int:
 
 
 def run_process(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
-    """The target of a run's process; a ddp × W run starts its workers through the launcher."""
+    """The target of a run's process; a run of W processes starts its workers through the
+    launcher."""
     client = TurnClient(address, spec.id)
     try:
         release()  # held since the fork server started (dpwise.compare.forking)
         if spec.launched:
-            plan = resolve(cfg.train_config("ddp", spec.world_size), Hardware.detect(), DistEnv())
-            launch(plan, rank_entry, spec, cfg, address)
+            launch(_plan(spec, cfg, DistEnv()), rank_entry, spec, cfg, address)
         else:
             serve(spec, cfg, client)
     except BaseException as exc:
@@ -94,7 +77,7 @@ def run_process(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
 
 
 def rank_entry(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
-    """What each launched worker of a ddp × W run executes.
+    """What each launched worker of a run of W processes executes.
 
     A worker's failure reaches the parent through its launcher (run_process), which knows the
     root cause: the first rank that failed, or a stopped peer the others timed out waiting for.
@@ -107,11 +90,11 @@ def rank_entry(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
 def serve(spec: RunSpec, cfg: CompareConfig, client: TurnClient) -> None:
     env = DistEnv.from_environ()
     threads = _threads(spec, cfg)
-    plan = _plan(spec, cfg)
+    plan = _plan(spec, cfg, env)
     workload = workload_for(cfg)
     data = workload.load_data(cfg.seed)
-    own_group = _local_group(spec)
-    strategy = _strategy(spec, env, cfg.ddp_options, cfg.timeout)
+    own_group = _local_group(spec, plan)
+    strategy = make_strategy(plan, env)
     strategy.setup()
     try:
         client.ready()
@@ -172,7 +155,7 @@ def _record(spec, strategy, threads, timing, first, probe, ranks, final, trace) 
         "strategy": spec.strategy,
         "world_size": spec.world_size,
         "backend": facts["backend"],
-        "devices": [m["device"] for m in ranks] if spec.strategy == "ddp" else facts["devices"],
+        "devices": _devices(spec, facts, ranks),
         "threads_per_process": threads,
         "notes": list(facts["notes"]),
         "epoch_seconds": timing["epoch_seconds"],
@@ -190,6 +173,13 @@ def _record(spec, strategy, threads, timing, first, probe, ranks, final, trace) 
     }
 
 
+def _devices(spec: RunSpec, facts: dict[str, Any], ranks: list[dict[str, Any]]) -> list[str]:
+    """Each process's own device, or every device the one process drives."""
+    if traits(spec.strategy).devices == VISIBLE:
+        return list(facts["devices"])
+    return [m["device"] for m in ranks]
+
+
 def first_divergence(found: Any) -> dict[str, Any] | None:
     """The earliest non-finite loss any process of a run saw (each sees only its own rows)."""
     return min((d for d in found if d is not None), key=lambda d: d["step"], default=None)
@@ -197,13 +187,15 @@ def first_divergence(found: Any) -> dict[str, Any] | None:
 
 def single_process_peak(cfg: CompareConfig, profile_steps: int = 2) -> int:
     """The peak live tensor bytes compare's probe records for the single-process run (CPU)."""
-    spec = RunSpec("single", "single", "single", 1, "cpu")
+    name = reference()
+    spec = RunSpec(name, name, name, 1, "cpu")
+    plan = _plan(spec, replace(cfg, device="cpu"), DistEnv())
     workload = workload_for(cfg)
     with tempfile.TemporaryDirectory() as tmp:
         probe = profiled_probe(
             spec,
-            _plan(spec, cfg),
-            _strategy(spec, DistEnv()),
+            plan,
+            make_strategy(plan, DistEnv()),
             workload,
             workload.load_data(cfg.seed),
             Path(tmp) / "trace.json",

@@ -1,30 +1,87 @@
-"""Strategies: single, dp and ddp behind one interface (see base.Strategy)."""
+"""The strategies, one module each; this registry maps a name to the class that implements it.
+
+A strategy class declares its ``traits`` (see traits.Traits) and builds itself from a resolved
+plan (``from_plan``). Names are known without importing a strategy's module (the CLI lists them
+before torch is loaded); traits and classes are imported on first use.
+"""
 
 from __future__ import annotations
 
-from dpwise.env import DistEnv
-from dpwise.plan import RunPlan
-from dpwise.strategies.base import Strategy
-from dpwise.strategies.ddp import DDPStrategy
-from dpwise.strategies.dp import DataParallelStrategy
-from dpwise.strategies.single import SingleStrategy
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-__all__ = ["DDPStrategy", "DataParallelStrategy", "SingleStrategy", "Strategy", "make_strategy"]
+from dpwise.errors import DpwiseError
+from dpwise.strategies.traits import Traits
+
+if TYPE_CHECKING:
+    from dpwise.env import DistEnv
+    from dpwise.plan import RunPlan
+    from dpwise.strategies.base import Strategy
+
+__all__ = [
+    "Traits",
+    "make_strategy",
+    "names",
+    "reference",
+    "register",
+    "strategy_class",
+    "those",
+    "traits",
+    "unregister",
+]
+
+_REGISTRY: dict[str, str | type] = {}  # name -> "module:Class", or the class itself
+
+
+def register(name: str, target: str | type) -> None:
+    """Make ``name`` a strategy: ``target`` is its class or "package.module:Class"."""
+    if name in _REGISTRY:
+        raise ValueError(f"strategy {name!r} is already registered")
+    _REGISTRY[name] = target
+
+
+def unregister(name: str) -> None:
+    del _REGISTRY[name]
+
+
+def names() -> tuple[str, ...]:
+    """Every strategy's name, in registration order (the order compare runs them)."""
+    return tuple(_REGISTRY)
+
+
+def strategy_class(name: str) -> type:
+    target = _REGISTRY.get(name)
+    if target is None:
+        raise DpwiseError(f"--strategy {name!r} is not one of {', '.join(names())}")
+    if isinstance(target, str):
+        module, _, attr = target.partition(":")
+        target = _REGISTRY[name] = getattr(importlib.import_module(module), attr)
+    declared = target.traits.name
+    if declared != name:
+        raise ValueError(f"strategy {name!r} is registered with a class that declares {declared!r}")
+    return target
+
+
+def traits(name: str) -> Traits:
+    return strategy_class(name).traits
+
+
+def those(has: Callable[[Traits], bool]) -> tuple[str, ...]:
+    """The names of the strategies whose traits satisfy ``has`` (for messages and matrices)."""
+    return tuple(n for n in names() if has(traits(n)))
+
+
+def reference() -> str:
+    """The name of the strategy every other one must reproduce (single)."""
+    return next(n for n in names() if traits(n).reference)
 
 
 def make_strategy(plan: RunPlan, env: DistEnv) -> Strategy:
-    import torch
+    """The one constructor: the strategy plan.config names, built from the resolved plan."""
+    return strategy_class(plan.config.strategy).from_plan(plan, env)
 
-    name = plan.config.strategy
-    if name == "ddp":
-        return DDPStrategy(
-            env,
-            plan.backend or "gloo",
-            plan.device_type,
-            timeout_s=plan.config.timeout,
-            options=plan.config.ddp_options,
-        )
-    if name == "dp":
-        return DataParallelStrategy(plan.dp_devices)
-    device = torch.device("cuda", 0) if plan.device_type == "cuda" else torch.device("cpu")
-    return SingleStrategy(device)
+
+register("single", "dpwise.strategies.single:SingleStrategy")
+register("dp", "dpwise.strategies.dp:DataParallelStrategy")
+register("ddp", "dpwise.strategies.ddp:DDPStrategy")

@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
+from dpwise.strategies.traits import Traits
+
+if TYPE_CHECKING:
+    from dpwise.env import DistEnv
+    from dpwise.plan import RunPlan
+
 
 @runtime_checkable
 class Strategy(Protocol):
+    traits: ClassVar[Traits]
+    """What plan, config and compare ask instead of the name (declared once, on the class)."""
     name: str
     device: torch.device
     rank: int
     world_size: int
     """Processes that split each global batch (1 for single and dp)."""
+
+    @classmethod
+    def from_plan(cls, plan: RunPlan, env: DistEnv) -> Strategy:
+        """The strategy a resolved plan asks for (dpwise.strategies.make_strategy calls it)."""
 
     def setup(self) -> None:
         """Process group and device selection; a no-op where there is none."""
@@ -25,6 +37,13 @@ class Strategy(Protocol):
 
     def unwrap(self, model: nn.Module) -> nn.Module:
         """The module whose state dict has no ``module.`` prefix."""
+
+    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        """The whole model's state dict without wrapper prefixes, as the plain model has it.
+        Every process calls it (a sharded strategy gathers here); the main process's is whole."""
+
+    def load_full_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+        """Load a full_state_dict() into the wrapped model on every process."""
 
     def shard(self, rows: torch.Tensor) -> torch.Tensor:
         """The rows of one global batch that this process trains on."""

@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -18,6 +18,10 @@ from torch.nn.parallel import DistributedDataParallel
 from dpwise.config import DEFAULT_TIMEOUT_S
 from dpwise.env import DistEnv
 from dpwise.strategies.ddp_guard import GuardedDDP
+from dpwise.strategies.traits import OWN, Traits
+
+if TYPE_CHECKING:
+    from dpwise.plan import RunPlan
 
 # Workers reach init_process_group seconds apart (imports, data, a loaded machine): the first
 # meeting may wait this long even when --timeout is shorter; --timeout applies from then on.
@@ -29,7 +33,15 @@ def _accepts_device_id() -> bool:
 
 
 class DDPStrategy:
-    name = "ddp"
+    traits = Traits(
+        name="ddp",
+        summary="DistributedDataParallel: a process per device, gradients all-reduced",
+        multiprocess=True,
+        process_group=True,
+        devices=OWN,
+        options=("find_unused_parameters", "static_graph"),
+    )
+    name = traits.name
 
     def __init__(
         self,
@@ -53,6 +65,16 @@ class DDPStrategy:
         self.timeout = timedelta(seconds=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
         self._owns_group = False
         self._wrapped: list[weakref.ref[nn.Module]] = []
+
+    @classmethod
+    def from_plan(cls, plan: RunPlan, env: DistEnv) -> DDPStrategy:
+        return cls(
+            env,
+            plan.backend or "gloo",
+            plan.device_type,
+            timeout_s=plan.config.timeout,
+            options=plan.config.ddp_options,
+        )
 
     def setup(self) -> None:
         if self.device.type == "cuda":
@@ -81,6 +103,12 @@ class DDPStrategy:
 
     def unwrap(self, model: nn.Module) -> nn.Module:
         return model.module if isinstance(model, DistributedDataParallel) else model
+
+    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        return self.unwrap(model).state_dict()  # every rank holds the whole model
+
+    def load_full_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+        self.unwrap(model).load_state_dict(state)
 
     def shard(self, rows: torch.Tensor) -> torch.Tensor:
         return rows[self.rank :: self.world_size]  # DistributedSampler: rank r takes r::W

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
 from dpwise.strategies.single import SingleStrategy
+from dpwise.strategies.traits import VISIBLE, Traits
+
+if TYPE_CHECKING:
+    from dpwise.env import DistEnv
+    from dpwise.plan import RunPlan
 
 CPU_PASS_THROUGH = (
     "dp on the CPU: torch.nn.DataParallel finds no GPU and calls the module directly, "
@@ -20,11 +27,22 @@ class DataParallelStrategy(SingleStrategy):
     machine DataParallel is a pass-through.
     """
 
-    name = "dp"
+    traits = Traits(
+        name="dp",
+        summary="torch.nn.DataParallel: one process, the batch split over every visible GPU",
+        multiprocess=False,
+        process_group=False,
+        devices=VISIBLE,
+    )
+    name = traits.name
 
     def __init__(self, gpus: int) -> None:
         super().__init__(torch.device("cuda", 0) if gpus else torch.device("cpu"))
         self.device_ids = list(range(gpus))
+
+    @classmethod
+    def from_plan(cls, plan: RunPlan, env: DistEnv) -> DataParallelStrategy:
+        return cls(plan.dp_devices)
 
     def wrap(self, model: nn.Module) -> nn.Module:
         if self.device_ids:

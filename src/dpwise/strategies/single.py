@@ -3,18 +3,37 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from dpwise.strategies.traits import OWN, Traits
+
+if TYPE_CHECKING:
+    from dpwise.env import DistEnv
+    from dpwise.plan import RunPlan
+
 
 class SingleStrategy:
-    name = "single"
+    traits = Traits(
+        name="single",
+        summary="one process on one device",
+        multiprocess=False,
+        process_group=False,
+        devices=OWN,
+        reference=True,
+    )
+    name = traits.name
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.rank = 0
         self.world_size = 1
+
+    @classmethod
+    def from_plan(cls, plan: RunPlan, env: DistEnv) -> SingleStrategy:
+        return cls(torch.device("cuda", 0) if plan.device_type == "cuda" else torch.device("cpu"))
 
     def setup(self) -> None:
         if self.device.type == "cuda":
@@ -25,6 +44,12 @@ class SingleStrategy:
 
     def unwrap(self, model: nn.Module) -> nn.Module:
         return model
+
+    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        return self.unwrap(model).state_dict()
+
+    def load_full_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+        self.unwrap(model).load_state_dict(state)
 
     def shard(self, rows: torch.Tensor) -> torch.Tensor:
         return rows

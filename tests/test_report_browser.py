@@ -112,7 +112,7 @@ def test_screenshot_is_a_png(page, tmp_path):
 
 def _wide_results() -> dict[str, Any]:
     """The sample with today's widest check tables: speed and communication with ddp × 1 and × 2."""
-    from compare_fakes import comm, run
+    from compare_fakes import comm, context, run
     from dpwise import checks
 
     one = comm(0.0)
@@ -125,7 +125,8 @@ def _wide_results() -> dict[str, Any]:
         run("ddp-2", 1500, comm=comm(0.123)),
     ]
     results = json.loads(SAMPLE.read_text())
-    results["checks"] = [c.to_dict() for c in (checks.speed(runs, 12), checks.communication(runs))]
+    ctx = context(runs, repeats=12)
+    results["checks"] = [c(ctx).to_dict() for c in (checks.SPEED, checks.COMMUNICATION)]
     return results
 
 

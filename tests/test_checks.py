@@ -213,3 +213,14 @@ def test_compare_runs_every_check_of_the_registry_once_in_order():
     assert names == ["convergence", "memory", "speed", "communication", "scalability"]
     ctx = context([run("single", 1000), run("dp", 990), run("ddp-1", 950), run("ddp-2", 900)])
     assert [c(ctx).name for c in checks.CHECKS] == names  # each result carries its check's name
+
+
+def test_compare_help_counts_and_names_the_registry(capsys):
+    from dpwise.cli import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["compare", "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    names = ", ".join(c.name for c in checks.CHECKS)
+    assert f"run the {len(checks.CHECKS)} validation checks ({names})" in text

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from dpwise.compare.document import Results
 from dpwise.report.files import write_reports
 
 SAMPLE = Path(__file__).parent / "fixtures" / "results_sample.json"
@@ -65,7 +66,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
     """The sample's report.html opened from a file:// URL; the console log read right after."""
     out = tmp_path_factory.mktemp("report")
     results = json.loads(SAMPLE.read_text())
-    paths = write_reports(results, out)
+    _, paths = write_reports(Results.from_json(results), out)
     driver = _new_driver(tmp_path_factory.mktemp("chromium-profile"))
     try:
         driver.get(paths["html"].resolve().as_uri())
@@ -131,7 +132,7 @@ def _wide_results() -> dict[str, Any]:
 
 
 def test_every_table_fits_its_card_at_1200_px(tmp_path):
-    paths = write_reports(_wide_results(), tmp_path / "report")
+    _, paths = write_reports(Results.from_json(_wide_results()), tmp_path / "report")
     driver = _new_driver(tmp_path / "profile")
     try:
         driver.get(paths["html"].resolve().as_uri())

@@ -35,7 +35,7 @@ class Results:
     checks: tuple[CheckResult, ...] = ()
     recommendation: Json = field(default_factory=dict)
     claims: tuple[Json, ...] = ()
-    plots: dict[str, str] = field(default_factory=dict)
+    plots: dict[str, str] | None = None  # {plot key: file}; None until the report is written
     timing: Json | None = None  # set once the report is written
 
     def run(self, run_id: str) -> Run | None:
@@ -54,7 +54,7 @@ class Results:
             "checks": [c.to_dict() for c in self.checks],
             "recommendation": self.recommendation,
             "claims": [*self.claims],
-            "plots": dict(self.plots),
+            "plots": dict(self.plots or {}),
         }
         if self.timing is not None:
             out["timing"] = self.timing
@@ -62,20 +62,33 @@ class Results:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Results:
+        """Any results.json of schema 1; a part that is missing or malformed takes its default."""
+
+        def part(key: str) -> Json:
+            value = d.get(key)
+            return dict(value) if isinstance(value, Mapping) else {}
+
+        def items(key: str) -> list[Mapping[str, Any]]:
+            value = d.get(key)
+            return [x for x in value if isinstance(x, Mapping)] if isinstance(value, list) else []
+
+        plots = d.get("plots")
         return cls(
             schema=d.get("schema", SCHEMA),
             dpwise_version=str(d.get("dpwise_version") or ""),
             created=str(d.get("created") or ""),
             command=str(d.get("command") or ""),
-            workload=dict(d.get("workload") or {}),
-            environment=dict(d.get("environment") or {}),
-            runs=tuple(Run.from_json(r) for r in d.get("runs") or () if isinstance(r, Mapping)),
+            workload=part("workload"),
+            environment=part("environment"),
+            runs=tuple(Run.from_json(r) for r in items("runs")),
             diagnosis=d.get("diagnosis"),
-            checks=tuple(
-                CheckResult.from_json(c) for c in d.get("checks") or () if isinstance(c, Mapping)
+            checks=tuple(CheckResult.from_json(c) for c in items("checks")),
+            recommendation=part("recommendation"),
+            claims=tuple(dict(c) for c in items("claims")),
+            plots=(
+                {str(k): str(v) for k, v in plots.items() if v}
+                if isinstance(plots, Mapping)
+                else None
             ),
-            recommendation=dict(d.get("recommendation") or {}),
-            claims=tuple(d.get("claims") or ()),
-            plots=dict(d.get("plots") or {}),
             timing=d.get("timing"),
         )

@@ -13,6 +13,19 @@ from typing import Any
 Json = dict[str, Any]
 
 
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _seq(value: Any) -> tuple[Any, ...]:
+    """A JSON list as a tuple; anything else (absent, None, a stray value) as empty."""
+    return tuple(value) if isinstance(value, list | tuple) else ()
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Spread:
     """Median, min and max of one figure over the repeats, and the per-round values."""
@@ -27,8 +40,8 @@ class Spread:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any] | None) -> Spread:
-        d = d or {}
-        values = tuple(d.get("values") or ())
+        d = _map(d)
+        values = _seq(d.get("values"))
         return cls(median=d.get("median"), min=d.get("min"), max=d.get("max"), values=values)
 
 
@@ -64,17 +77,20 @@ class Memory:
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any] | None) -> Memory:
-        d = d or {}
+        d = _map(d)
         devices = tuple(
             DevicePeak(
-                rank=p.get("rank", i), device=p.get("device", "cpu"), peak_bytes=p.get("peak_bytes")
+                rank=_int(p.get("rank"), i),
+                device=str(p.get("device") or "cpu"),
+                peak_bytes=p.get("peak_bytes"),
             )
-            for i, p in enumerate(d.get("per_device") or ())
+            for i, p in enumerate(_seq(d.get("per_device")))
+            if isinstance(p, Mapping)
         )
         return cls(
-            kind=d.get("kind", "cpu_live_tensors"),
+            kind=str(d.get("kind") or "cpu_live_tensors"),
             per_device=devices,
-            peak_rss_bytes=tuple(d.get("peak_rss_bytes") or ()),
+            peak_rss_bytes=_seq(d.get("peak_rss_bytes")),
         )
 
 
@@ -167,18 +183,18 @@ class Run:
             )
             if k in d
         }
-        run_id = str(d.get("id", ""))
+        run_id = str(d.get("id") or "")
         return cls(
             id=run_id,
             label=str(d.get("label") or run_id),
-            strategy=str(d.get("strategy", "")),
-            world_size=int(d.get("world_size", 1)),
-            devices=tuple(d.get("devices") or ()),
-            notes=tuple(d.get("notes") or ()),
+            strategy=str(d.get("strategy") or ""),
+            world_size=_int(d.get("world_size"), 1),
+            devices=_seq(d.get("devices")),
+            notes=_seq(d.get("notes")),
             epoch_seconds=Spread.from_json(d.get("epoch_seconds")),
             samples_per_s=Spread.from_json(d.get("samples_per_s")),
-            losses=tuple(d.get("losses") or ()),
+            losses=_seq(d.get("losses")),
             memory=Memory.from_json(d.get("memory")),
-            pids=tuple(d.get("pids") or ()),
+            pids=_seq(d.get("pids")),
             **plain,
         )

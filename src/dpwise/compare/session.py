@@ -63,15 +63,14 @@ def _measure_and_report(
         publish.swap_in(stage, cfg.out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    document = results.to_json()
-    written = write_reports(document, cfg.out)  # sets document["plots"] to the plots written
+    results, written = write_reports(results, cfg.out)  # results now name the plots written
     timing = {
         "wall_seconds": time.perf_counter() - started,
         "runs_seconds": measured - started,
         "training_seconds": sum(r.training_seconds for r in runs),
         "report_seconds": time.perf_counter() - measured,
     }
-    results = replace(results, plots=document["plots"], timing=timing)
+    results = replace(results, timing=timing)
     outputs.write_json(results.to_json(), cfg.out / "results.json")
     return results, written["html"]
 

@@ -7,6 +7,8 @@ from dpwise.checks.thresholds import BYTES_TOLERANCE, EXPOSED_SHARE_LIMIT
 from dpwise.compare.records import Run
 from dpwise.units import mib, pct
 
+NAME = "communication"
+
 ONE_PROCESS = "one process: nothing to exchange"
 COLUMNS = [
     "run",
@@ -48,7 +50,7 @@ def evaluate(ctx: CheckContext) -> CheckResult:
     table = {"columns": COLUMNS, "rows": [_row(r) for r in ddp]}
     if not measured:
         return CheckResult(
-            "communication",
+            NAME,
             "skip",
             "no DDP run with two or more processes to profile",
             "Include ddp at a world size of 2 or more to profile its collectives; a one-process "
@@ -64,7 +66,7 @@ def evaluate(ctx: CheckContext) -> CheckResult:
     )
     heavy = stalled(c["exposed_share"])
     return CheckResult(
-        "communication",
+        NAME,
         "warn" if heavy or not full else "pass",
         f"{top.label}: {mib(c['bytes_all_reduced_per_step'])} all-reduced per step for "
         f"{mib(c['gradient_bytes'])} of gradients; {pct(c['exposed_share'])} of the step is "
@@ -86,4 +88,4 @@ def evaluate(ctx: CheckContext) -> CheckResult:
     )
 
 
-COMMUNICATION = Check("communication", evaluate)
+COMMUNICATION = Check(NAME, evaluate)

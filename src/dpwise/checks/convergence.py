@@ -18,6 +18,8 @@ from dpwise.diagnosis.unused import REDUCTION_ERROR
 from dpwise.finite import Divergence
 from dpwise.units import rate, sci
 
+NAME = "convergence"
+
 
 def evaluate(ctx: CheckContext) -> CheckResult:
     runs, tolerance, why = list(ctx.runs), ctx.tolerance, ctx.diagnosis
@@ -34,7 +36,7 @@ def evaluate(ctx: CheckContext) -> CheckResult:
     flag = "; ddp ran with find_unused_parameters=True" if note else ""
     if worst <= tolerance:
         return CheckResult(
-            "convergence",
+            NAME,
             "pass",
             f"every run ends within {sci(worst)} of the single-process parameters "
             f"(tolerance {sci(tolerance)}){flag}",
@@ -45,7 +47,7 @@ def evaluate(ctx: CheckContext) -> CheckResult:
         )
     failing = [r.label for r in others if r.max_param_diff_vs_single > tolerance]
     return CheckResult(
-        "convergence",
+        NAME,
         "fail",
         f"{', '.join(failing)} differ from single by up to {sci(worst)} "
         f"(tolerance {sci(tolerance)}){flag}",
@@ -118,7 +120,7 @@ def _diverged(
         ]
     )
     figures = {**figures, "diverged": {r.id: r.diverged for r in bad}}
-    return CheckResult("convergence", "fail", summary, explanation, figures, table, "loss.png")
+    return CheckResult(NAME, "fail", summary, explanation, figures, table, "loss.png")
 
 
 def _agreement(why: Diagnosis) -> str:
@@ -204,4 +206,4 @@ def ddp_options_note(runs: list[Run], why: Diagnosis) -> str:
     )
 
 
-CONVERGENCE = Check("convergence", evaluate)
+CONVERGENCE = Check(NAME, evaluate)

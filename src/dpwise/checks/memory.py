@@ -16,6 +16,8 @@ WINDOW = (
     "included)."
 )
 
+NAME = "memory"
+
 
 def evaluate(ctx: CheckContext) -> CheckResult:
     runs, device_type = list(ctx.runs), ctx.device_type
@@ -25,7 +27,7 @@ def evaluate(ctx: CheckContext) -> CheckResult:
     peaks = ", ".join(f"{r.label} {mib(peak(r))}" for r in runs)
     if device_type == "cpu":
         return CheckResult(
-            "memory",
+            NAME,
             "skip",
             f"busiest device: {peaks}; DDP against DataParallel cannot be tested on the CPU",
             "On the CPU DataParallel is a pass-through (it is the single-process run), so the "
@@ -39,7 +41,7 @@ def evaluate(ctx: CheckContext) -> CheckResult:
     dp, ddp = _pair_for_memory(runs)
     if dp is None or ddp is None or not peak(dp):
         return CheckResult(
-            "memory",
+            NAME,
             "skip",
             f"busiest device: {peaks}; no dp and ddp run of the same size",
             "Run dp and ddp at the same world size (--strategies single,dp,ddp) to compare them. "
@@ -54,7 +56,7 @@ def evaluate(ctx: CheckContext) -> CheckResult:
     held = ratio <= HALF_MEMORY
     skew = "" if imbalance is None else f"; DataParallel's device 0 holds {imbalance:.2f}× the rest"
     return CheckResult(
-        "memory",
+        NAME,
         "pass" if held else "warn",
         f"peak per device: {ddp.label} / {dp.label} = {ratio:.2f}: the guide's "
         f"'≈ 50 % less' {'held' if held else 'did not hold'} here{skew}",
@@ -99,4 +101,4 @@ def _imbalance(dp: Run) -> float | None:
     return peaks[0] / (sum(peaks[1:]) / len(peaks[1:]))
 
 
-MEMORY = Check("memory", evaluate)
+MEMORY = Check(NAME, evaluate)

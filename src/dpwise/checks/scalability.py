@@ -7,6 +7,8 @@ from dpwise.checks.thresholds import SCALING_FLOOR
 from dpwise.compare.records import Run
 from dpwise.units import pct, rate
 
+NAME = "scalability"
+
 
 def evaluate(ctx: CheckContext) -> CheckResult:
     runs, device_type, cores = list(ctx.runs), ctx.device_type, ctx.cpu_cores
@@ -28,7 +30,7 @@ def evaluate(ctx: CheckContext) -> CheckResult:
     sizes = [r.world_size for r in ddp]
     if len(sizes) < 2:
         return CheckResult(
-            "scalability",
+            NAME,
             "skip",
             "needs ddp at two or more world sizes",
             "Give --world-sizes with at least two sizes (e.g. 1,2).",
@@ -47,7 +49,7 @@ def evaluate(ctx: CheckContext) -> CheckResult:
         else "Each process drives one GPU."
     )
     return CheckResult(
-        "scalability",
+        NAME,
         _scaling_status(top, eff[top.world_size], device_type),
         f"throughput peaks at world size {peak.world_size}; efficiency at "
         f"{top.world_size}: {pct(eff[top.world_size])}",
@@ -66,4 +68,4 @@ def _scaling_status(top: Run, efficiency: float, device_type: str) -> str:
     return "pass" if efficiency >= SCALING_FLOOR else "warn"
 
 
-SCALABILITY = Check("scalability", evaluate)
+SCALABILITY = Check(NAME, evaluate)

@@ -7,6 +7,8 @@ from dpwise.checks.thresholds import CONFIDENCE, ONE_PROCESS_MARGIN, SPEED_MARGI
 from dpwise.compare.records import Run
 from dpwise.units import rate
 
+NAME = "speed"
+
 RULE = (
     f"A run counts as faster than single only when the whole {CONFIDENCE:.0%} interval of its "
     f"per-round throughput ratio lies beyond {SPEED_MARGIN - 1:.0%}; an interval inside ±"
@@ -51,7 +53,7 @@ def evaluate(ctx: CheckContext) -> CheckResult:
     drift = drifted(runs)
     status = "pass" if (faster or not parallel) and not drift and not unsure else "warn"
     return CheckResult(
-        "speed",
+        NAME,
         status,
         f"fastest: {best.label} at {rate(median_rate(best))} samples/s "
         f"({best.speedup_vs_single:.2f}× single)" + _finding(faster, unsure, parallel, drift),
@@ -107,4 +109,4 @@ def drifted(runs: list[Run]) -> list[str]:
     ]
 
 
-SPEED = Check("speed", evaluate)
+SPEED = Check(NAME, evaluate)

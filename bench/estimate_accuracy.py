@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "tests" / "fixtures")]
+sys.path[:0] = [str(HERE.parent / "tests" / "fixtures"), str(HERE.parent / "tests")]
 
 from dpwise import footprint  # noqa: E402
 from dpwise.compare.settings import CompareConfig  # noqa: E402
-from dpwise.compare.worker import single_process_peak  # noqa: E402
 from dpwise.estimate import Settings, estimate_all, model_facts  # noqa: E402
 from dpwise.workload import resolve_workload  # noqa: E402
+from probe_peak import single_process_peak  # noqa: E402
 
 SYNTH = "synthetic"
 # name: (model, model_args, data, data_args, batches); library models use dpwise's shortcuts and

@@ -1,9 +1,14 @@
-"""Synthetic run records, shaped like compare's results, for testing checks and the verdict."""
+"""Synthetic run records, built through compare's own types, for testing checks and the verdict."""
 
 from __future__ import annotations
 
 import random
 from typing import Any
+
+from dpwise.checks import CheckContext, Diagnosis
+from dpwise.compare.records import DevicePeak, Memory, Run, Spread
+
+CLEAN = Diagnosis(batchnorm=[], stochastic=[], loss_reduction="mean")
 
 
 def run(
@@ -18,44 +23,55 @@ def run(
     threads: int = 1,
     single_rate: float = 1000.0,
     rounds: int = 12,
-) -> dict[str, Any]:
+) -> Run:
     """``spread``: each round's throughput is rate × (1 ± spread), independent per run."""
     noise = random.Random(id)
     values = [rate * (1 + noise.uniform(-spread, spread)) for _ in range(rounds)]
     strategy, _, size = id.partition("-")
     world = int(size or 1)
     devices = world if strategy == "ddp" else 1
-    return {
-        "id": id,
-        "label": id.replace("-", " × "),
-        "strategy": strategy,
-        "world_size": world,
-        "threads_per_process": threads,
-        "notes": notes or [],
-        "epoch_seconds": {
-            "median": 1000 / rate,
-            "min": 1000 / rate / 1.05,
-            "max": 1000 / rate * 1.05,
-        },
-        "samples_per_s": {
-            "median": rate,
-            "min": min(values),
-            "max": max(values),
-            "values": values,
-        },
-        "speedup_vs_single": rate / single_rate,
-        "max_param_diff_vs_single": diff,
-        "losses": [2.3, 2.2],
-        "memory": {
-            "kind": "cpu_live_tensors",
-            "per_device": [
-                {"rank": r, "device": "cpu", "peak_bytes": peak} for r in range(devices)
-            ],
-            "peak_rss_bytes": [300 * 2**20] * devices,
-        },
-        "communication": comm,
-        "sync_points_per_step": None,
-    }
+    return Run(
+        id=id,
+        label=id.replace("-", " × "),
+        strategy=strategy,
+        world_size=world,
+        threads_per_process=threads,
+        notes=tuple(notes or ()),
+        epoch_seconds=Spread(median=1000 / rate, min=1000 / rate / 1.05, max=1000 / rate * 1.05),
+        samples_per_s=Spread(median=rate, min=min(values), max=max(values), values=tuple(values)),
+        speedup_vs_single=rate / single_rate,
+        max_param_diff_vs_single=diff,
+        losses=(2.3, 2.2),
+        memory=Memory(
+            kind="cpu_live_tensors",
+            per_device=tuple(
+                DevicePeak(rank=r, device="cpu", peak_bytes=peak) for r in range(devices)
+            ),
+            peak_rss_bytes=(300 * 2**20,) * devices,
+        ),
+        communication=comm,
+        sync_points_per_step=None,
+    )
+
+
+def context(
+    runs: list[Run],
+    *,
+    tolerance: float = 1e-4,
+    diagnosis: Diagnosis = CLEAN,
+    device_type: str = "cpu",
+    repeats: int = 12,
+    cpu_cores: int = 2,
+) -> CheckContext:
+    """What compare hands every check, around synthetic runs."""
+    return CheckContext(
+        runs=tuple(runs),
+        tolerance=tolerance,
+        diagnosis=diagnosis,
+        device_type=device_type,
+        repeats=repeats,
+        cpu_cores=cpu_cores,
+    )
 
 
 def comm(exposed_share: float, reduced: int = 2_000_000, grads: int = 2_000_000) -> dict[str, Any]:

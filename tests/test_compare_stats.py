@@ -1,9 +1,12 @@
 """Paired comparisons of interleaved runs: the order-statistic interval and its decisions."""
 
+from dataclasses import replace
+
 import pytest
 
 from compare_fakes import run
 from dpwise.checks.base import compare
+from dpwise.compare.records import Run
 from dpwise.measure.stats import median_interval, paired_ratios
 
 
@@ -26,16 +29,18 @@ def test_ratios_pair_runs_by_round():
 def test_a_drift_shared_by_both_runs_cancels_in_the_paired_ratio():
     # the machine slows down 3× over the rounds; b is 10 % faster than a in every round
     speed = [1.0, 0.8, 0.6, 0.5, 0.4, 0.35, 0.33, 0.5, 0.9, 1.0]
-    a = run("single", 1000)
-    b = run("ddp-2", 1100)
-    a["samples_per_s"]["values"] = [1000 * s for s in speed]
-    b["samples_per_s"]["values"] = [
-        1100 * s * (1 + 0.01 * (i % 3 - 1)) for i, s in enumerate(speed)
-    ]
+    a = with_values(run("single", 1000), [1000 * s for s in speed])
+    b = with_values(
+        run("ddp-2", 1100), [1100 * s * (1 + 0.01 * (i % 3 - 1)) for i, s in enumerate(speed)]
+    )
     result = compare(b, a)
     assert result.outcome == "faster" and result.low > 1.05
     # compared as unpaired spreads the two runs would overlap completely
-    assert min(b["samples_per_s"]["values"]) < max(a["samples_per_s"]["values"])
+    assert min(b.samples_per_s.values) < max(a.samples_per_s.values)
+
+
+def with_values(r: Run, values: list[float]) -> Run:
+    return replace(r, samples_per_s=replace(r.samples_per_s, values=tuple(values)))
 
 
 @pytest.mark.parametrize(

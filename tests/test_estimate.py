@@ -7,7 +7,6 @@ import torch
 
 from dpwise import footprint
 from dpwise.compare.settings import CompareConfig
-from dpwise.compare.worker import single_process_peak
 from dpwise.estimate import (
     Settings,
     estimate_all,
@@ -18,6 +17,7 @@ from dpwise.estimate import (
 )
 from dpwise.models import TinyTransformer
 from dpwise.workload import resolve_workload
+from probe_peak import single_process_peak
 
 WORKLOADS = [("simple", {}), ("cnn", {"samples": 1024}), ("transformer", {"samples": 1024})]
 SGD = {"precision": "fp32", "optimizer": "sgd", "momentum": 0.0, "seed": 0}

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from dpwise.compare.document import Results
 from dpwise.report.files import write_reports
 
 SAMPLE = Path(__file__).parent / "fixtures" / "results_sample.json"
@@ -65,7 +66,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
     """The sample's report.html opened from a file:// URL; the console log read right after."""
     out = tmp_path_factory.mktemp("report")
     results = json.loads(SAMPLE.read_text())
-    paths = write_reports(results, out)
+    _, paths = write_reports(Results.from_json(results), out)
     driver = _new_driver(tmp_path_factory.mktemp("chromium-profile"))
     try:
         driver.get(paths["html"].resolve().as_uri())
@@ -112,7 +113,7 @@ def test_screenshot_is_a_png(page, tmp_path):
 
 def _wide_results() -> dict[str, Any]:
     """The sample with today's widest check tables: speed and communication with ddp × 1 and × 2."""
-    from compare_fakes import comm, run
+    from compare_fakes import comm, context, run
     from dpwise import checks
 
     one = comm(0.0)
@@ -125,12 +126,13 @@ def _wide_results() -> dict[str, Any]:
         run("ddp-2", 1500, comm=comm(0.123)),
     ]
     results = json.loads(SAMPLE.read_text())
-    results["checks"] = [c.to_dict() for c in (checks.speed(runs, 12), checks.communication(runs))]
+    ctx = context(runs, repeats=12)
+    results["checks"] = [c(ctx).to_dict() for c in (checks.SPEED, checks.COMMUNICATION)]
     return results
 
 
 def test_every_table_fits_its_card_at_1200_px(tmp_path):
-    paths = write_reports(_wide_results(), tmp_path / "report")
+    _, paths = write_reports(Results.from_json(_wide_results()), tmp_path / "report")
     driver = _new_driver(tmp_path / "profile")
     try:
         driver.get(paths["html"].resolve().as_uri())

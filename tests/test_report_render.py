@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from dpwise.compare.document import Results
+from dpwise.compare.records import Memory, Run
 from dpwise.report.files import write_reports
 from dpwise.report.html import render_html
 from dpwise.report.markdown import render_markdown
@@ -37,10 +39,15 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     out = tmp_path_factory.mktemp("sample")
     shutil.copy(SAMPLE, out / "results.json")
     results = json.loads((out / "results.json").read_text())
-    plots = write_plots(results, out)
+    plots = write_plots(doc(results), out)
     results["plots"] = plots
-    md, html = render_markdown(results), render_html(results, out)
+    md, html = render_markdown(doc(results)), render_html(doc(results), out)
     return SimpleNamespace(results=results, out=out, plots=plots, md=md, html=html)
+
+
+def doc(results: dict[str, Any]) -> Results:
+    """The report's input: a results.json's content read as compare's typed document."""
+    return Results.from_json(results)
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -79,17 +86,29 @@ def test_every_plot_is_a_valid_png(sample):
 
 
 def test_several_world_sizes_add_a_scaling_panel(results, tmp_path):
-    plain = png_size(tmp_path / "plain" / write_plots(results, tmp_path / "plain")["throughput"])
+    plain = png_size(
+        tmp_path / "plain" / write_plots(doc(results), tmp_path / "plain")["throughput"]
+    )
     ddp4 = copy.deepcopy(results["runs"][2])
     ddp4.update(id="ddp-4", label="ddp × 4", world_size=4, samples_per_s={"median": 9e4})
     results["runs"].append(ddp4)
-    scaled = png_size(tmp_path / "scaled" / write_plots(results, tmp_path / "scaled")["throughput"])
+    scaled = png_size(
+        tmp_path / "scaled" / write_plots(doc(results), tmp_path / "scaled")["throughput"]
+    )
     assert scaled[0] > plain[0] + 300, "no second panel for samples/s vs world size"
 
 
 def test_memory_title_names_the_kind():
-    def runs(kind: str) -> list[dict[str, Any]]:
-        return [{"memory": {"kind": kind, "per_device": []}}]
+    def runs(kind: str) -> list[Run]:
+        return [
+            Run(
+                id="single",
+                label="single",
+                strategy="single",
+                world_size=1,
+                memory=Memory(kind=kind),
+            )
+        ]
 
     assert memory_title(runs("cpu_live_tensors")) == "Peak live tensor memory per process"
     assert memory_title(runs("cuda_max_memory_allocated")) == (
@@ -127,7 +146,7 @@ def test_markdown_has_every_check_and_claim(sample):
 
 def test_markdown_tables_have_one_line_per_row(results, tmp_path):
     results["checks"][2]["table"]["rows"].append(["a|b", "x\ny", "1", "2", "3"])
-    md = render_markdown(results)
+    md = render_markdown(doc(results))
     for check in results["checks"]:
         lines = table_lines(md_section(md, f"### {check['name']}"))
         columns = len(check["table"]["columns"])
@@ -137,7 +156,7 @@ def test_markdown_tables_have_one_line_per_row(results, tmp_path):
 
 def test_markdown_escapes_pipes(results, tmp_path):
     results["checks"][0]["summary"] = "left | right"
-    md = render_markdown(results)
+    md = render_markdown(doc(results))
     assert "| run | max \\|Δparam\\| vs single | final loss |" in md
     assert "left \\| right" in md_section(md, "## Checks")
 
@@ -150,7 +169,7 @@ def test_markdown_links_the_plots(sample):
 
 def test_markdown_marks_a_failed_check(results):
     results["checks"][0]["status"] = "fail"
-    assert "| convergence | ❌ fail |" in render_markdown(results)
+    assert "| convergence | ❌ fail |" in render_markdown(doc(results))
 
 
 # --- HTML -------------------------------------------------------------------------------
@@ -177,7 +196,7 @@ def test_html_embeds_one_image_per_referenced_plot(sample):
 
 def test_plots_no_check_refers_to_are_still_shown(results, tmp_path):
     results["checks"][2]["plot"] = None  # speed: throughput.png
-    paths = write_reports(results, tmp_path)
+    _, paths = write_reports(doc(results), tmp_path)
     md = paths["markdown"].read_text()
     assert "](throughput.png)" in md_section(md, "## More plots")
     assert "](throughput.png)" not in md_section(md, "### speed")
@@ -198,7 +217,7 @@ def test_html_verdict_comes_first_and_checks_have_sections(sample):
 def test_html_escapes_text(results, tmp_path):
     results["checks"][0]["summary"] = "<script>alert('x')</script> & <b>bold</b>"
     results["recommendation"]["reasons"].append('a "quoted" <i>reason</i>')
-    html = render_html(results, tmp_path)
+    html = render_html(doc(results), tmp_path)
     assert "<script>" not in html and "<b>bold</b>" not in html and "<i>" not in html
     assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in html
     assert "a &#34;quoted&#34; &lt;i&gt;reason&lt;/i&gt;" in html
@@ -210,8 +229,8 @@ def test_html_escapes_text(results, tmp_path):
 def test_no_communication_data_means_no_communication_plot(results, tmp_path):
     for run in results["runs"]:
         run["communication"] = None
-    paths = write_reports(results, tmp_path)
-    assert set(results["plots"]) == ALL_PLOTS - {"communication"}
+    written, paths = write_reports(doc(results), tmp_path)
+    assert set(written.plots) == ALL_PLOTS - {"communication"}
     assert "communication" not in paths and not (tmp_path / "communication.png").exists()
     assert "](communication.png)" not in paths["markdown"].read_text()
     assert paths["html"].read_text().count("<img") == 3
@@ -219,9 +238,9 @@ def test_no_communication_data_means_no_communication_plot(results, tmp_path):
 
 def test_a_single_run_renders(results, tmp_path):
     results["runs"] = results["runs"][:1]
-    paths = write_reports(results, tmp_path)
-    assert set(results["plots"]) == {"throughput", "memory", "loss"}
-    for key in results["plots"]:
+    written, paths = write_reports(doc(results), tmp_path)
+    assert set(written.plots) == {"throughput", "memory", "loss"}
+    for key in written.plots:
         png_size(paths[key])
     assert "| single | 1 | — | cpu | 2 | — |" in paths["markdown"].read_text()
 
@@ -236,26 +255,26 @@ def test_missing_values_do_not_crash(results, tmp_path):
     results["checks"][1].update(table=None, plot=None, explanation=None)
     results["recommendation"] = {}
     results["claims"] = []
-    paths = write_reports(results, tmp_path)
-    assert set(results["plots"]) == ALL_PLOTS
+    written, paths = write_reports(doc(results), tmp_path)
+    assert set(written.plots) == ALL_PLOTS
     md = paths["markdown"].read_text()
     assert "No claims were checked." in md and "No recommendation was made." in md
 
 
 def test_empty_results_render(tmp_path):
-    paths = write_reports({}, tmp_path)
+    _, paths = write_reports(doc({}), tmp_path)
     assert set(paths) == {"markdown", "html"}
     assert 'id="verdict"' in paths["html"].read_text()
 
 
 def test_write_reports_writes_and_returns_every_file(results, tmp_path):
     out = tmp_path / "report"
-    paths = write_reports(results, out)
+    written, paths = write_reports(doc(results), out)
     assert set(paths) == {"markdown", "html"} | ALL_PLOTS
-    assert results["plots"] == {key: f"{key}.png" for key in ALL_PLOTS}
+    assert written.plots == {key: f"{key}.png" for key in ALL_PLOTS}
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in paths.values())
-    assert paths["markdown"].read_text() == render_markdown(results)
-    assert paths["html"].read_text() == render_html(results, out)
+    assert paths["markdown"].read_text() == render_markdown(written)
+    assert paths["html"].read_text() == render_html(written, out)
 
 
 def test_an_inconclusive_verdict_names_single_a_safe_default_not_a_recommendation(
@@ -269,6 +288,6 @@ def test_an_inconclusive_verdict_names_single_a_safe_default_not_a_recommendatio
         world_size=1,
         headline="Inconclusive on this machine: keep a single process until a quieter run decides",
     )
-    md, html = render_markdown(results), render_html(results, tmp_path)
+    md, html = render_markdown(doc(results)), render_html(doc(results), tmp_path)
     for text in (md, html):
         assert "Safe default until a run decides" in text and "Recommended:" not in text

@@ -1,4 +1,5 @@
 from compare_fakes import comm, run
+from dpwise.checks import COMMUNICATION, MEMORY, SCALABILITY, CheckResult
 from dpwise.compare.verdict import claims, recommend
 
 CPU_ENV = {"device_type": "cpu", "gpus": 0}
@@ -56,10 +57,13 @@ def test_the_cpu_pass_through_is_never_recommended_as_dp():
 
 
 def _checks(memory_ratio=None, efficiency=None, comm_figures=None):
+    def result(check, figures):
+        return CheckResult(check.name, "warn", "", "", figures)
+
     return {
-        "memory": {"figures": {"ddp_over_dp": memory_ratio}, "summary": "no pair"},
-        "scalability": {"figures": {"efficiency": efficiency or {}}},
-        "communication": {"figures": comm_figures or {}},
+        MEMORY: result(MEMORY, {"ddp_over_dp": memory_ratio}),
+        SCALABILITY: result(SCALABILITY, {"efficiency": efficiency or {}}),
+        COMMUNICATION: result(COMMUNICATION, comm_figures or {}),
     }
 
 

@@ -6,47 +6,48 @@ import math
 from typing import Any
 
 from dpwise.advise import Recommendation, Situation, decide, launch_commands
+from dpwise.compare.document import Results
+from dpwise.compare.records import Run
 from dpwise.errors import DpwiseError
 from dpwise.units import sci, size
 
 RERUN = "a quieter machine or more repeats: run dpwise compare again, then dpwise advise --from"
 
 
-def _diverged(run: dict[str, Any]) -> bool:
-    if run.get("diverged"):
+def _diverged(run: Run) -> bool:
+    if run.diverged:
         return True
-    losses = run.get("losses") or []
-    return any(v is None or not math.isfinite(float(v)) for v in losses)
+    return any(v is None or not math.isfinite(float(v)) for v in run.losses)
 
 
-def refuse_diverged(run: dict[str, Any]) -> None:
+def refuse_diverged(run: Run) -> None:
     """No recommendation of a run whose loss went non-finite: its speed says nothing."""
     if not _diverged(run):
         return
-    found = run.get("diverged") or {}
+    found = run.diverged or {}
     where = f" at step {found['step']}" if found.get("step") else ""
     cause = f" (likely cause: {found['cause']})" if found.get("cause") else ""
     raise DpwiseError(
-        f"--from: the compared run {run.get('label', run.get('id'))} diverged (its loss became "
+        f"--from: the compared run {run.label} diverged (its loss became "
         f"non-finite{where}{cause}), so dpwise recommends nothing from these results; fix the "
         "divergence and run dpwise compare again"
     )
 
 
-def run_warnings(results: dict[str, Any], run: dict[str, Any]) -> list[str]:
+def run_warnings(results: Results, run: Run) -> list[str]:
     """Why the measured run should not be trained as it is: its parameters left the
     single-process run's (the convergence check failed for it); and which other runs diverged."""
     out = [
-        f"{other['label']}'s loss diverged in the compared run (a non-finite value): it is never "
+        f"{other.label}'s loss diverged in the compared run (a non-finite value): it is never "
         "recommended; fix the divergence (learning rate, precision, data) before training it"
-        for other in results["runs"]
+        for other in results.runs
         if other is not run and _diverged(other)
     ]
-    tolerance = results.get("workload", {}).get("tolerance")
-    diff = run.get("max_param_diff_vs_single")
-    if run["id"] != "single" and tolerance is not None and diff is not None and diff > tolerance:
+    tolerance = results.workload.get("tolerance")
+    diff = run.max_param_diff_vs_single
+    if run.id != "single" and tolerance is not None and diff is not None and diff > tolerance:
         out.append(
-            f"{run['label']} did not reproduce the single-process run: its parameters differ by "
+            f"{run.label} did not reproduce the single-process run: its parameters differ by "
             f"up to {sci(diff)} (tolerance {sci(tolerance)}); it trains a different model until "
             "the cause named in the convergence check is fixed"
         )
@@ -67,22 +68,22 @@ def _inconclusive(rec: dict[str, Any], s: Situation) -> Recommendation:
     return answer
 
 
-def from_results(results: dict[str, Any], s: Situation) -> Recommendation:
-    """Measurements from `dpwise compare` take precedence over every rule, unless they could not
-    separate the runs (status "inconclusive"; files without a status were conclusive)."""
-    rec = results["recommendation"]
-    runs = {r["id"]: r for r in results["runs"]}
-    best = runs.get(rec.get("run", ""), results["runs"][0])
+def from_results(document: dict[str, Any], s: Situation) -> Recommendation:
+    """Measurements from `dpwise compare` (a results.json's content, schema 1, of any age) take
+    precedence over every rule, unless they could not separate the runs (status "inconclusive";
+    files without a status were conclusive)."""
+    results = Results.from_json(document)
+    rec = results.recommendation
+    best = results.run(rec.get("run", "")) or results.runs[0]
     refuse_diverged(best)
     if rec.get("status", "recommended") == "inconclusive":
         answer = _inconclusive(rec, s)
         answer.warnings = run_warnings(results, best)
         return answer
-    peak = max((d["peak_bytes"] or 0 for d in best["memory"]["per_device"]), default=0)
     reasons = [
         "measured by dpwise compare: measurements take precedence over the rules",
         *rec["reasons"],
-        f"measured peak per device of {best['label']}: {size(peak)}",
+        f"measured peak per device of {best.label}: {size(best.memory.busiest)}",
     ]
     world = int(rec.get("world_size", 1))
     return Recommendation(

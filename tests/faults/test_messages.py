@@ -60,13 +60,14 @@ def test_a_full_disk_names_the_file_and_replaces_nothing(full_fs: Path) -> None:
 
 def test_every_file_dpwise_writes_says_no_space(full_fs: Path) -> None:
     from dpwise import checkpoint, outputs
+    from dpwise.compare.document import Results
     from dpwise.errors import DpwiseError
     from dpwise.report.files import write_reports
 
     ballast = full_fs / "ballast"
     with open(ballast, "wb") as fh, pytest.raises(OSError):
         fh.write(b"\0" * 128 * 1024)  # fill the file system to the last byte
-    results = json.loads((FIXTURES / "results_sample.json").read_text())
+    results = Results.from_json(json.loads((FIXTURES / "results_sample.json").read_text()))
     writes = {
         "checkpoint.pt": lambda: checkpoint.save(full_fs / "checkpoint.pt", {"x": torch.ones(99)}),
         "metrics.json": lambda: outputs.write_json({"x": "y" * 9999}, full_fs / "metrics.json"),

@@ -1,17 +1,18 @@
-"""Shared shapes of the checks: a CheckResult out, a Diagnosis of the model in, run comparisons."""
+"""The checks' one interface (a CheckContext in, a CheckResult out), a Diagnosis of the model,
+and run comparisons shared by the checks and the verdict."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from dpwise.checks.thresholds import CONFIDENCE, SPEED_MARGIN
+from dpwise.compare.records import Run
 from dpwise.diagnosis.layers import Layer, group
 from dpwise.diagnosis.unused import Unused
 from dpwise.measure.stats import median_interval, paired_ratios
-
-Run = dict[str, Any]
 
 
 @dataclass
@@ -26,6 +27,13 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CheckResult:
+        """A check of a results.json; keys it lacks take their defaults ("" for text)."""
+        known = {f.name for f in fields(cls)}
+        text = {"name": "", "status": "", "summary": "", "explanation": ""}
+        return cls(**{**text, **{k: v for k, v in d.items() if k in known}})
 
 
 @dataclass(frozen=True)
@@ -57,19 +65,42 @@ class Diagnosis:
         return " and ".join(causes) or None
 
 
+@dataclass(frozen=True, kw_only=True)
+class CheckContext:
+    """Everything a check may read: the measured runs (single first) and the set-up."""
+
+    runs: tuple[Run, ...]
+    tolerance: float  # convergence: the largest parameter difference from single that passes
+    diagnosis: Diagnosis  # what in the model can make the runs differ
+    device_type: str  # "cpu" or "cuda"
+    repeats: int  # timed repeats per run (interleaved rounds)
+    cpu_cores: int
+
+
+@dataclass(frozen=True)
+class Check:
+    """One validation check: its name (the CheckResult's) and how it evaluates a context."""
+
+    name: str
+    evaluate: Callable[[CheckContext], CheckResult]
+
+    def __call__(self, ctx: CheckContext) -> CheckResult:
+        return self.evaluate(ctx)
+
+
 def diverged(run: Run) -> bool:
     """The run's loss went NaN or infinite (recorded by its loop, or seen in its losses)."""
-    if run.get("diverged"):
+    if run.diverged:
         return True
-    return any(v is None or not math.isfinite(v) for v in run.get("losses") or [])
+    return any(v is None or not math.isfinite(v) for v in run.losses)
 
 
 def peak(run: Run) -> int:
-    return max((d["peak_bytes"] or 0) for d in run["memory"]["per_device"])
+    return run.memory.busiest
 
 
 def median_rate(run: Run) -> float:
-    return run["samples_per_s"]["median"]
+    return run.samples_per_s.median
 
 
 @dataclass(frozen=True)
@@ -97,8 +128,8 @@ class Comparison:
 
 
 def _values(run: Run) -> list[float]:
-    s = run["samples_per_s"]
-    return list(s.get("values") or [s["median"]])
+    s = run.samples_per_s
+    return list(s.values or [s.median])
 
 
 def compare(a: Run, b: Run, margin: float = SPEED_MARGIN) -> Comparison:
@@ -118,7 +149,7 @@ def compare(a: Run, b: Run, margin: float = SPEED_MARGIN) -> Comparison:
     if ci.low > 1 / margin and ci.high < margin:
         return Comparison("same", *base)
     why = (
-        f"{a['label']} / {b['label']} = {ci.median:.2f}× at the median, but the "
+        f"{a.label} / {b.label} = {ci.median:.2f}× at the median, but the "
         f"{CONFIDENCE:.0%} interval over {ci.n} rounds, {ci.low:.2f}–{ci.high:.2f}×, crosses "
         f"the {margin - 1:.0%} margin"
     )

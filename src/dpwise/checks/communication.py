@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from dpwise.checks.base import CheckResult, Run
+from dpwise.checks.base import Check, CheckContext, CheckResult
 from dpwise.checks.thresholds import BYTES_TOLERANCE, EXPOSED_SHARE_LIMIT
+from dpwise.compare.records import Run
 from dpwise.units import mib, pct
+
+NAME = "communication"
 
 ONE_PROCESS = "one process: nothing to exchange"
 COLUMNS = [
@@ -25,29 +28,29 @@ def stalled(share: float) -> bool:
 
 
 def _row(r: Run) -> list[str]:
-    c = r["communication"]
-    if r["world_size"] == 1:
-        return [r["label"], ONE_PROCESS, "–", "–", mib(c["gradient_bytes"]), "–", "–", "–"]
+    c = r.communication
+    if r.world_size == 1:
+        return [r.label, ONE_PROCESS, "–", "–", mib(c["gradient_bytes"]), "–", "–", "–"]
     ops = {o["op"]: o for o in c["collectives"]}
     return [
-        r["label"],
+        r.label,
         f"{ops['all_reduce']['count_per_step']:.1f}",
         f"{ops['all_reduce']['ms_per_step']:.2f}",
         mib(c["bytes_all_reduced_per_step"]),
         mib(c["gradient_bytes"]),
         f"{c['exposed_ms']:.2f}",
         pct(c["exposed_share"]),
-        "–" if r.get("sync_points_per_step") is None else f"{r['sync_points_per_step']:.1f}",
+        "–" if r.sync_points_per_step is None else f"{r.sync_points_per_step:.1f}",
     ]
 
 
-def communication(runs: list[Run]) -> CheckResult:
-    ddp = [r for r in runs if r["strategy"] == "ddp" and r["communication"]]
-    measured = [r for r in ddp if r["world_size"] > 1 and "exposed_share" in r["communication"]]
+def evaluate(ctx: CheckContext) -> CheckResult:
+    ddp = [r for r in ctx.runs if r.strategy == "ddp" and r.communication]
+    measured = [r for r in ddp if r.world_size > 1 and "exposed_share" in r.communication]
     table = {"columns": COLUMNS, "rows": [_row(r) for r in ddp]}
     if not measured:
         return CheckResult(
-            "communication",
+            NAME,
             "skip",
             "no DDP run with two or more processes to profile",
             "Include ddp at a world size of 2 or more to profile its collectives; a one-process "
@@ -56,16 +59,16 @@ def communication(runs: list[Run]) -> CheckResult:
             table,
             None,
         )
-    top = max(measured, key=lambda r: r["world_size"])
-    c = top["communication"]
+    top = max(measured, key=lambda r: r.world_size)
+    c = top.communication
     full = abs(c["bytes_all_reduced_per_step"] - c["gradient_bytes"]) <= (
         BYTES_TOLERANCE * c["gradient_bytes"]
     )
     heavy = stalled(c["exposed_share"])
     return CheckResult(
-        "communication",
+        NAME,
         "warn" if heavy or not full else "pass",
-        f"{top['label']}: {mib(c['bytes_all_reduced_per_step'])} all-reduced per step for "
+        f"{top.label}: {mib(c['bytes_all_reduced_per_step'])} all-reduced per step for "
         f"{mib(c['gradient_bytes'])} of gradients; {pct(c['exposed_share'])} of the step is "
         "communication not hidden behind compute",
         "torch.profiler recorded the collectives of a few steady steps (traces open in Perfetto). "
@@ -79,7 +82,10 @@ def communication(runs: list[Run]) -> CheckResult:
             if heavy
             else ""
         ),
-        {r["id"]: r["communication"] for r in measured},
+        {r.id: r.communication for r in measured},
         table,
         "communication.png",
     )
+
+
+COMMUNICATION = Check(NAME, evaluate)

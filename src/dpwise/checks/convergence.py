@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import math
 
-from dpwise.checks.base import CheckResult, Diagnosis, Run, diverged, median_rate
+from dpwise.checks.base import (
+    Check,
+    CheckContext,
+    CheckResult,
+    Diagnosis,
+    diverged,
+    median_rate,
+)
+from dpwise.compare.records import Run
 from dpwise.diagnosis.layers import group
 from dpwise.diagnosis.unused import REDUCTION_ERROR
 from dpwise.finite import Divergence
 from dpwise.units import rate, sci
 
+NAME = "convergence"
 
-def convergence(runs: list[Run], tolerance: float, why: Diagnosis) -> CheckResult:
-    others = [r for r in runs if r["id"] != "single"]
-    diffs = {r["id"]: r["max_param_diff_vs_single"] for r in others}
-    rows = [[r["label"], _diff_text(r), _loss_text(r["losses"][-1])] for r in runs if r["losses"]]
+
+def evaluate(ctx: CheckContext) -> CheckResult:
+    runs, tolerance, why = list(ctx.runs), ctx.tolerance, ctx.diagnosis
+    others = [r for r in runs if r.id != "single"]
+    diffs = {r.id: r.max_param_diff_vs_single for r in others}
+    rows = [[r.label, _diff_text(r), _loss_text(r.losses[-1])] for r in runs if r.losses]
     table = {"columns": ["run", "max |Δparam| vs single", "final loss"], "rows": rows}
     figures = {"tolerance": tolerance, "max_diff": diffs, "ddp_options": why.ddp_options}
     bad = [r for r in runs if diverged(r)]
@@ -25,7 +36,7 @@ def convergence(runs: list[Run], tolerance: float, why: Diagnosis) -> CheckResul
     flag = "; ddp ran with find_unused_parameters=True" if note else ""
     if worst <= tolerance:
         return CheckResult(
-            "convergence",
+            NAME,
             "pass",
             f"every run ends within {sci(worst)} of the single-process parameters "
             f"(tolerance {sci(tolerance)}){flag}",
@@ -34,9 +45,9 @@ def convergence(runs: list[Run], tolerance: float, why: Diagnosis) -> CheckResul
             table,
             "loss.png",
         )
-    failing = [r["label"] for r in others if r["max_param_diff_vs_single"] > tolerance]
+    failing = [r.label for r in others if r.max_param_diff_vs_single > tolerance]
     return CheckResult(
-        "convergence",
+        NAME,
         "fail",
         f"{', '.join(failing)} differ from single by up to {sci(worst)} "
         f"(tolerance {sci(tolerance)}){flag}",
@@ -52,26 +63,26 @@ def _loss_text(loss: float | None) -> str:
 
 
 def _diff_text(run: Run) -> str:
-    return "not finite" if diverged(run) else sci(run["max_param_diff_vs_single"])
+    return "not finite" if diverged(run) else sci(run.max_param_diff_vs_single)
 
 
 def divergence_text(run: Run) -> str:
     """'single: the loss became nan at step 2 (…); likely cause: …' for a run that diverged."""
-    found = run.get("diverged")
+    found = run.diverged
     if not found:
-        return f"{run['label']}: a loss of the run was not finite"
-    return f"{run['label']}: {Divergence(**found).summary()}"
+        return f"{run.label}: a loss of the run was not finite"
+    return f"{run.label}: {Divergence(**found).summary()}"
 
 
 def _others(first: Run, others: list[Run]) -> str:
     """The other diverged runs, briefly: their step, and their cause where it differs."""
     if not others:
         return ""
-    cause = (first.get("diverged") or {}).get("cause")
+    cause = (first.diverged or {}).get("cause")
 
     def one(run: Run) -> str:
-        found = run.get("diverged") or {}
-        text = run["label"] + (f" at step {found['step']}" if found.get("step") else "")
+        found = run.diverged or {}
+        text = run.label + (f" at step {found['step']}" if found.get("step") else "")
         if found.get("cause") and found["cause"] != cause:
             text += f" (likely cause: {found['cause']})"
         return text
@@ -83,18 +94,18 @@ def _diverged(
     runs: list[Run], bad: list[Run], tolerance: float, figures: dict, table: dict
 ) -> CheckResult:
     """Runs whose loss went NaN or infinite: named, with the step and the likely cause."""
-    first = min(bad, key=lambda r: (r.get("diverged") or {}).get("step", 0))
-    step = (first.get("diverged") or {}).get("step")
-    at = f"first {first['label']} at step {step}" if step else f"first {first['label']}"
+    first = min(bad, key=lambda r: (r.diverged or {}).get("step", 0))
+    step = (first.diverged or {}).get("step")
+    at = f"first {first.label} at step {step}" if step else f"first {first.label}"
     summary = (
-        f"{', '.join(r['label'] for r in bad)} diverged: the loss became non-finite ({at}); "
+        f"{', '.join(r.label for r in bad)} diverged: the loss became non-finite ({at}); "
         "non-finite parameters cannot be compared with single"
     )
-    healthy = [r for r in runs if r["id"] != "single" and r not in bad]
-    if runs[0] in bad:
+    healthy = [r for r in runs if r.id != "single" and all(r is not b for b in bad)]
+    if any(runs[0] is b for b in bad):
         rest = "single is the reference, so no run could be compared with it."
     elif healthy:
-        worst = max(r["max_param_diff_vs_single"] for r in healthy)
+        worst = max(r.max_param_diff_vs_single for r in healthy)
         held = "within" if worst <= tolerance else "beyond the tolerance, up to"
         rest = f"The other runs end {held} {sci(worst)} of single (tolerance {sci(tolerance)})."
     else:
@@ -108,8 +119,8 @@ def _diverged(
             "likely cause is named above) and run dpwise compare again.",
         ]
     )
-    figures = {**figures, "diverged": {r["id"]: r.get("diverged") for r in bad}}
-    return CheckResult("convergence", "fail", summary, explanation, figures, table, "loss.png")
+    figures = {**figures, "diverged": {r.id: r.diverged for r in bad}}
+    return CheckResult(NAME, "fail", summary, explanation, figures, table, "loss.png")
 
 
 def _agreement(why: Diagnosis) -> str:
@@ -182,8 +193,8 @@ def ddp_options_note(runs: list[Run], why: Diagnosis) -> str:
         f'the option DDP stops at the next step ("{REDUCTION_ERROR} …"); with it DDP searches '
         "the autograd graph after every forward for the parameters the loss did not reach."
     )
-    single = next((r for r in runs if r["id"] == "single"), None)
-    one = next((r for r in runs if r["strategy"] == "ddp" and r["world_size"] == 1), None)
+    single = next((r for r in runs if r.id == "single"), None)
+    one = next((r for r in runs if r.strategy == "ddp" and r.world_size == 1), None)
     if single is None or one is None:
         return text
     ratio = median_rate(single) / median_rate(one)
@@ -193,3 +204,6 @@ def ddp_options_note(runs: list[Run], why: Diagnosis) -> str:
         f"{ratio:.2f}× single's time per sample; that includes DDP's own one-process overhead "
         "(gradient buckets, a one-member all-reduce) as well as the search."
     )
+
+
+CONVERGENCE = Check(NAME, evaluate)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import UserString
 from pathlib import Path
 
 from dpwise import strategies
@@ -11,11 +12,28 @@ from dpwise.commands.common import add_timeout_arg, add_workload_args
 from dpwise.config import DEVICES, OPTIMIZERS, PRECISIONS
 
 HELP = "run single, dp and ddp side by side and check the guide's claims"
-DESCRIPTION = (
-    "Train the same workload under single, dp and ddp at several world sizes, run the five "
-    "validation checks (convergence, memory, speed, communication, scalability) and write a "
-    "report with a recommendation."
-)
+
+
+class _Description(UserString):
+    """The description names the checks of dpwise.checks.CHECKS, read when --help is shown:
+    importing the checks imports torch, which building the parser must not."""
+
+    def __init__(self) -> None:  # no text yet: ``data`` is computed on first use
+        pass
+
+    @property
+    def data(self) -> str:
+        from dpwise.checks import CHECKS
+
+        names = ", ".join(c.name for c in CHECKS)
+        return (
+            "Train the same workload under single, dp and ddp at several world sizes, run the "
+            f"{len(CHECKS)} validation checks ({names}) and write a report with a "
+            "recommendation."
+        )
+
+
+DESCRIPTION = _Description()
 EPILOG = """\
 examples:
   dpwise compare                                  # the guide's SimpleModel, world sizes 1 and 2

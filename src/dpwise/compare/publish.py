@@ -14,7 +14,8 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+
+from dpwise.compare.document import Results
 
 STAGING = ".dpwise-partial"
 REPORT_FILES = ("results.json", "report.html", "report.md")  # results.json first: the index
@@ -46,15 +47,15 @@ def _named_by(results: Path) -> list[str]:
     """The relative paths of the files an earlier results.json names (run states, traces,
     plots); nothing when it is missing or unreadable."""
     try:
-        old: dict[str, Any] = json.loads(results.read_text(encoding="utf-8"))
+        raw = json.loads(results.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
-    if not isinstance(old, dict):
+    if not isinstance(raw, dict):
         return []
-    names = [str(v) for v in (old.get("plots") or {}).values()]
-    for run in old.get("runs") or []:
-        if isinstance(run, dict):
-            names += [str(run[k]) for k in ("final_state", "trace") if run.get(k)]
+    old = Results.from_json(raw)
+    names = list((old.plots or {}).values())
+    for run in old.runs:
+        names += [str(p) for p in (run.final_state, run.trace) if p]
     return names
 
 

@@ -1,8 +1,10 @@
-"""Assemble results.json (schema 1) from the measured runs: derived figures, checks, verdict."""
+"""Assemble the results document (schema 1) from the measured runs: derived figures, checks,
+verdict."""
 
 from __future__ import annotations
 
 import platform
+from dataclasses import replace
 from datetime import datetime, timezone
 from itertools import product
 from pathlib import Path
@@ -12,17 +14,18 @@ import torch
 from torch import nn
 
 from dpwise import __version__, checks
+from dpwise.checks import CHECKS, CheckContext
+from dpwise.compare.document import Results
+from dpwise.compare.records import Run
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.verdict import claims, recommend
 from dpwise.diagnosis import Layer, ModelProbe, probe_workload
 from dpwise.plan import Hardware
 from dpwise.workload import BUILTINS, Workload, workload_for
 
-SCHEMA = 1
 
-
-def _state(out: Path, run: dict[str, Any]) -> dict[str, torch.Tensor]:
-    return torch.load(out / run["final_state"], map_location="cpu", weights_only=True)
+def _state(out: Path, run: Run) -> dict[str, torch.Tensor]:
+    return torch.load(out / run.final_state, map_location="cpu", weights_only=True)
 
 
 def max_abs_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
@@ -32,18 +35,24 @@ def max_abs_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> floa
     )
 
 
-def derive(out: Path, runs: list[dict[str, Any]]) -> float | None:
-    """Add speed-up and parameter difference against single; return the worst dp↔ddp difference."""
+def derive(out: Path, runs: list[Run]) -> tuple[list[Run], float | None]:
+    """The runs with speed-up and parameter difference against single, and the worst dp↔ddp
+    parameter difference (None without a dp and a ddp run)."""
     reference = _state(out, runs[0])
-    states = {r["id"]: _state(out, r) for r in runs}
-    base = runs[0]["samples_per_s"]["median"]
-    for r in runs:
-        r["speedup_vs_single"] = r["samples_per_s"]["median"] / base
-        r["max_param_diff_vs_single"] = max_abs_diff(reference, states[r["id"]])
-    dps = [r["id"] for r in runs if r["strategy"] == "dp"]
-    ddps = [r["id"] for r in runs if r["strategy"] == "ddp"]
+    states = {r.id: _state(out, r) for r in runs}
+    base = runs[0].median_rate
+    derived = [
+        replace(
+            r,
+            speedup_vs_single=r.median_rate / base,
+            max_param_diff_vs_single=max_abs_diff(reference, states[r.id]),
+        )
+        for r in runs
+    ]
+    dps = [r.id for r in runs if r.strategy == "dp"]
+    ddps = [r.id for r in runs if r.strategy == "ddp"]
     pairs = [max_abs_diff(states[a], states[b]) for a, b in product(dps, ddps)]
-    return max(pairs) if pairs else None
+    return derived, (max(pairs) if pairs else None)
 
 
 def diagnose(
@@ -70,11 +79,9 @@ def diagnose(
     )
 
 
-def mark_ddp_options(runs: list[dict[str, Any]], options: dict[str, bool]) -> None:
-    """Record on each ddp run what it passed to DistributedDataParallel."""
-    for r in runs:
-        if r["strategy"] == "ddp":
-            r["ddp_options"] = dict(options)
+def mark_ddp_options(runs: list[Run], options: dict[str, bool]) -> list[Run]:
+    """The runs, each ddp run with what it passed to DistributedDataParallel."""
+    return [replace(r, ddp_options=dict(options)) if r.strategy == "ddp" else r for r in runs]
 
 
 def environment(hw: Hardware, device_type: str, backend: str) -> dict[str, Any]:
@@ -92,7 +99,7 @@ def environment(hw: Hardware, device_type: str, backend: str) -> dict[str, Any]:
 
 
 def workload_facts(
-    cfg: CompareConfig, workload: Workload, model: nn.Module, runs: list[dict[str, Any]]
+    cfg: CompareConfig, workload: Workload, model: nn.Module, runs: list[Run]
 ) -> dict[str, Any]:
     params = list(model.parameters())
     return {
@@ -105,7 +112,7 @@ def workload_facts(
         "loss": cfg.loss,
         "parameters": sum(p.numel() for p in params),
         "parameter_bytes": sum(p.numel() * p.element_size() for p in params),
-        "samples_per_epoch": runs[0]["samples_per_epoch"],
+        "samples_per_epoch": runs[0].samples_per_epoch,
         "batch_size": cfg.batch_size,
         "epochs": cfg.epochs,
         "repeats": cfg.repeats,
@@ -122,37 +129,36 @@ def workload_facts(
 def assemble(
     cfg: CompareConfig,
     hw: Hardware,
-    runs: list[dict[str, Any]],
+    runs: list[Run],
     command: str,
     probe: ModelProbe | None = None,
-) -> dict[str, Any]:
-    device_type = "cuda" if any(d.startswith("cuda") for d in runs[0]["devices"]) else "cpu"
-    dp_vs_ddp = derive(cfg.out, runs)
+) -> Results:
+    device_type = "cuda" if any(d.startswith("cuda") for d in runs[0].devices) else "cpu"
+    runs, dp_vs_ddp = derive(cfg.out, runs)
     workload = workload_for(cfg)
     model = workload.build_for_inspection()
     probe = probe or probe_workload(workload, cfg.seed)
     why = diagnose(model, cfg.precision, probe, cfg.ddp_options)
-    mark_ddp_options(runs, cfg.ddp_options)
-    results = [
-        checks.convergence(runs, cfg.tolerance, why),
-        checks.memory(runs, device_type),
-        checks.speed(runs, cfg.repeats),
-        checks.communication(runs),
-        checks.scalability(runs, device_type, hw.cpu_cores),
-    ]
-    by_name = {c.name: c.to_dict() for c in results}
+    runs = mark_ddp_options(runs, cfg.ddp_options)
+    ctx = CheckContext(
+        runs=tuple(runs),
+        tolerance=cfg.tolerance,
+        diagnosis=why,
+        device_type=device_type,
+        repeats=cfg.repeats,
+        cpu_cores=hw.cpu_cores,
+    )
+    outcomes = {check: check(ctx) for check in CHECKS}
     env = environment(hw, device_type, "nccl" if device_type == "cuda" else "gloo")
-    return {
-        "schema": SCHEMA,
-        "dpwise_version": __version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": command,
-        "workload": workload_facts(cfg, workload, model, runs),
-        "environment": env,
-        "runs": runs,
-        "diagnosis": probe.to_dict(),
-        "checks": list(by_name.values()),
-        "recommendation": recommend(runs, cfg.tolerance, device_type, why.known_cause),
-        "claims": claims(runs, by_name, env, dp_vs_ddp),
-        "plots": {},
-    }
+    return Results(
+        dpwise_version=__version__,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        command=command,
+        workload=workload_facts(cfg, workload, model, runs),
+        environment=env,
+        runs=tuple(runs),
+        diagnosis=probe.to_dict(),
+        checks=tuple(outcomes.values()),
+        recommendation=recommend(runs, cfg.tolerance, device_type, why.known_cause),
+        claims=tuple(claims(runs, outcomes, env, dp_vs_ddp)),
+    )

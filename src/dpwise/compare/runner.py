@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from dpwise.compare.forking import context
 from dpwise.compare.matrix import RunSpec, build_matrix
+from dpwise.compare.records import Run
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import RunFailed, TurnHost, raise_failure
 from dpwise.compare.worker import run_process
@@ -84,9 +86,7 @@ class RunProcesses:
                 raise RunFailed(spec.label, f"its process exited with code {proc.exitcode}")
 
 
-def run_all(
-    cfg: CompareConfig, hw: Hardware, on_event: Event
-) -> tuple[list[RunSpec], list[dict[str, Any]]]:
+def run_all(cfg: CompareConfig, hw: Hardware, on_event: Event) -> tuple[list[RunSpec], list[Run]]:
     """Measure every run; ``on_event`` sees start / repeat / probe events, in the parent."""
     specs = build_matrix(cfg, hw)
     cfg.out.mkdir(parents=True, exist_ok=True)
@@ -107,9 +107,10 @@ def run_all(
         for spec in specs:
             on_event({"what": "start", "label": f"profiling {spec.label}"})
             start = time.perf_counter()
-            record = json.loads(host.play(spec.id, "probe", procs.watch, TURN_TIMEOUT_S))
+            record = Run.from_json(
+                json.loads(host.play(spec.id, "probe", procs.watch, TURN_TIMEOUT_S))
+            )
             turn_seconds[spec.id] += time.perf_counter() - start
-            record["wall_seconds"] = turn_seconds[spec.id]
-            records.append(record)
+            records.append(replace(record, wall_seconds=turn_seconds[spec.id]))
             on_event({"run": spec.id, "what": "probe"})
     return specs, records

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from dpwise import outputs
 from dpwise.compare import publish
+from dpwise.compare.document import Results
 from dpwise.compare.matrix import build_matrix
 from dpwise.compare.results import assemble
 from dpwise.compare.runner import run_all
@@ -44,10 +45,12 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
         raise
     if not cfg.quiet:
         _print_summary(results, html, cfg)
-    return 1 if any(c["status"] == "fail" for c in results["checks"]) else 0
+    return 1 if any(c.status == "fail" for c in results.checks) else 0
 
 
-def _measure_and_report(cfg, hw, specs, probe, command: str, started: float) -> tuple[dict, Path]:
+def _measure_and_report(
+    cfg, hw, specs, probe, command: str, started: float
+) -> tuple[Results, Path]:
     err = Console(stderr=True)
     units = len(specs) * (cfg.repeats + 1)
     stage = publish.staging(cfg.out)  # the runs write here; the old report stays valid
@@ -60,18 +63,19 @@ def _measure_and_report(cfg, hw, specs, probe, command: str, started: float) -> 
         publish.swap_in(stage, cfg.out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    written = write_reports(results, cfg.out)
-    results["timing"] = {
+    results, written = write_reports(results, cfg.out)  # results now name the plots written
+    timing = {
         "wall_seconds": time.perf_counter() - started,
         "runs_seconds": measured - started,
-        "training_seconds": sum(r["training_seconds"] for r in runs),
+        "training_seconds": sum(r.training_seconds for r in runs),
         "report_seconds": time.perf_counter() - measured,
     }
-    outputs.write_json(results, cfg.out / "results.json")
+    results = replace(results, timing=timing)
+    outputs.write_json(results.to_json(), cfg.out / "results.json")
     return results, written["html"]
 
 
-def _print_summary(results: dict, html, cfg: CompareConfig) -> None:
+def _print_summary(results: Results, html, cfg: CompareConfig) -> None:
     out = Console()
     out.print(summary_table(results))
     out.print(checks_table(results))

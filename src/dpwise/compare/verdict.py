@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
+from dpwise.checks import COMMUNICATION, MEMORY, SCALABILITY, Check, CheckResult
 from dpwise.checks.base import clearly_faster, compare, diverged, median_rate
 from dpwise.checks.communication import stalled
-from dpwise.checks.performance import drifted
+from dpwise.checks.speed import drifted
 from dpwise.checks.thresholds import CONFIDENCE, EXPOSED_SHARE_LIMIT, HALF_MEMORY, NEAR_LINEAR
+from dpwise.compare.records import Run
 from dpwise.units import pct, rate, sci
 
-Run = dict[str, Any]
 GUIDE = "guide"
 
 
@@ -29,20 +31,20 @@ def recommend(
     ok = [
         r
         for r in runs
-        if not diverged(r) and (r["max_param_diff_vs_single"] <= tolerance or known_cause)
+        if not diverged(r) and (r.max_param_diff_vs_single <= tolerance or known_cause)
     ]
-    parallel = [r for r in ok if r["world_size"] > 1 and not r["notes"]]
-    vs = {r["id"]: compare(r, single) for r in parallel}
+    parallel = [r for r in ok if r.world_size > 1 and not r.notes]
+    vs = {r.id: compare(r, single) for r in parallel}
     ranked = sorted(parallel, key=median_rate, reverse=True)
-    faster = [r for r in ranked if vs[r["id"]].outcome == "faster"]
+    faster = [r for r in ranked if vs[r.id].outcome == "faster"]
     reason = _inconclusive(runs, ranked, vs, bool(faster))
     best = faster[0] if faster and not reason else single
     runner = next((r for r in [*ranked, single] if r is not best), None)
-    reasons = [_best_reason(best, single, vs.get(best["id"]))]
+    reasons = [_best_reason(best, single, vs.get(best.id))]
     if runner is not None:
         reasons.append(
-            f"runner-up: {runner['label']} at {rate(median_rate(runner))} samples/s "
-            f"({runner['speedup_vs_single']:.2f}× single)"
+            f"runner-up: {runner.label} at {rate(median_rate(runner))} samples/s "
+            f"({runner.speedup_vs_single:.2f}× single)"
         )
     if reason:
         reasons.insert(0, f"inconclusive: {reason}")
@@ -50,15 +52,15 @@ def recommend(
     if device_type == "cpu" and best is single:
         reasons.append(_cpu_reason(runs))
     return {
-        "strategy": best["strategy"],
-        "world_size": best["world_size"],
-        "run": best["id"],
-        "runner_up": None if runner is None else runner["id"],
+        "strategy": best.strategy,
+        "world_size": best.world_size,
+        "run": best.id,
+        "runner_up": None if runner is None else runner.id,
         "headline": _headline(best, single, reason),
         "reasons": reasons,
         "status": "inconclusive" if reason else "recommended",
         "inconclusive_reason": reason,
-        "diverged": [r["id"] for r in runs if diverged(r)],  # never recommended
+        "diverged": [r.id for r in runs if diverged(r)],  # never recommended
         "vs_single": {k: c.to_dict() for k, c in vs.items()},
     }
 
@@ -80,20 +82,20 @@ def _inconclusive(
             "the machine's speed was not steady while the runs took turns; run again on a "
             "quieter machine"
         )
-    unsure = [r for r in ranked if vs[r["id"]].outcome == "inconclusive"]
-    return vs[unsure[0]["id"]].reason if unsure and not any_faster else None
+    unsure = [r for r in ranked if vs[r.id].outcome == "inconclusive"]
+    return vs[unsure[0].id].reason if unsure and not any_faster else None
 
 
 def _best_reason(best: Run, single: Run, vs: Any) -> str:
-    spread = f"{best['samples_per_s']['min']:,.0f}–{best['samples_per_s']['max']:,.0f}"
+    spread = f"{best.samples_per_s.min:,.0f}–{best.samples_per_s.max:,.0f}"
     extra = ""
     if best is not single:
         extra = (
-            f", {best['speedup_vs_single']:.2f}× the single process ({CONFIDENCE:.0%} interval "
+            f", {best.speedup_vs_single:.2f}× the single process ({CONFIDENCE:.0%} interval "
             f"of the per-round ratio {vs.interval} over {vs.rounds} rounds)"
         )
     return (
-        f"{best['label']} trains at {rate(median_rate(best))} samples/s "
+        f"{best.label} trains at {rate(median_rate(best))} samples/s "
         f"({spread} over the repeats){extra}"
     )
 
@@ -103,15 +105,15 @@ def _headline(best: Run, single: Run, reason: str | None) -> str:
         return "No recommendation: the training diverged (a non-finite loss); fix it first"
     if reason:
         return "Inconclusive on this machine: keep a single process until a quieter run decides"
-    what = best["label"] if best is not single else "a single process"
+    what = best.label if best is not single else "a single process"
     return f"Use {what} on this machine for this model"
 
 
 def _agreement(runs: list[Run], tolerance: float, known_cause: str | None) -> str:
-    bad = [r["label"] for r in runs if diverged(r)]
+    bad = [r.label for r in runs if diverged(r)]
     if bad:
         return f"the loss of {', '.join(bad)} diverged: a run that diverged is never recommended"
-    worst = max(r["max_param_diff_vs_single"] for r in runs)
+    worst = max(r.max_param_diff_vs_single for r in runs)
     if worst <= tolerance:
         return f"parameters of every run agree with single within {sci(worst)}"
     return f"some runs differ from single by up to {sci(worst)}" + (
@@ -120,13 +122,13 @@ def _agreement(runs: list[Run], tolerance: float, known_cause: str | None) -> st
 
 
 def _cpu_reason(runs: list[Run]) -> str:
-    ddp = [r for r in runs if r["strategy"] == "ddp" and r["world_size"] > 1]
+    ddp = [r for r in runs if r.strategy == "ddp" and r.world_size > 1]
     if not ddp:
         return "this machine has no GPU: every run used the CPU"
-    top = max(ddp, key=lambda r: r["world_size"])
+    top = max(ddp, key=lambda r: r.world_size)
     return (
-        f"no GPU: {top['label']} split the CPU's cores between processes "
-        f"({top['threads_per_process']} thread(s) each), so DDP adds communication without "
+        f"no GPU: {top.label} split the CPU's cores between processes "
+        f"({top.threads_per_process} thread(s) each), so DDP adds communication without "
         "adding compute"
     )
 
@@ -136,23 +138,27 @@ def _claim(claim: str, source: str, measured: str, verdict: str, why: str = "") 
 
 
 def claims(
-    runs: list[Run], checks: dict[str, Any], env: dict[str, Any], dp_vs_ddp: float | None
+    runs: list[Run],
+    checks: Mapping[Check, CheckResult],
+    env: dict[str, Any],
+    dp_vs_ddp: float | None,
 ) -> list[dict[str, str]]:
+    """The guide's claims; a claim a check measures reads that check's result (by registry)."""
     gpus = env["gpus"] if env["device_type"] == "cuda" else 0
     return [
-        _memory_claim(checks["memory"], env),
+        _memory_claim(checks[MEMORY], env),
         _faster_claim(runs, gpus),
-        _linear_claim(checks["scalability"], gpus),
+        _linear_claim(checks[SCALABILITY], gpus),
         _plateau_claim(gpus),
         _agree_claim(dp_vs_ddp, env["device_type"] == "cpu"),
-        _async_claim(checks["communication"]),
+        _async_claim(checks[COMMUNICATION]),
         _sync_points_claim(runs, gpus),
     ]
 
 
-def _memory_claim(check: dict[str, Any], env: dict[str, Any]) -> dict[str, str]:
+def _memory_claim(check: CheckResult, env: dict[str, Any]) -> dict[str, str]:
     text, src = "DDP uses ≈ 50 % less memory than DataParallel", f"{GUIDE}: Trade-Off Summary"
-    ratio = check["figures"].get("ddp_over_dp")
+    ratio = check.figures.get("ddp_over_dp")
     if env["device_type"] == "cpu":
         why = "on the CPU DataParallel is a pass-through (the single-process run)"
         return _claim(text, src, "–", "cannot be tested", why)
@@ -165,8 +171,8 @@ def _memory_claim(check: dict[str, Any], env: dict[str, Any]) -> dict[str, str]:
 def _faster_claim(runs: list[Run], gpus: int) -> dict[str, str]:
     text = "DDP finishes faster than DataParallel, especially on > 4 GPUs"
     src = f"{GUIDE}: Validation Checklist 3"
-    dp = {r["world_size"]: r for r in runs if r["strategy"] == "dp"}
-    ddp = {r["world_size"]: r for r in runs if r["strategy"] == "ddp"}
+    dp = {r.world_size: r for r in runs if r.strategy == "dp"}
+    ddp = {r.world_size: r for r in runs if r.strategy == "ddp"}
     common = sorted((set(dp) & set(ddp)) - {1})
     if gpus == 0:
         return _claim(text, src, "–", "cannot be tested", "no GPU: DataParallel is a pass-through")
@@ -181,9 +187,9 @@ def _faster_claim(runs: list[Run], gpus: int) -> dict[str, str]:
     return _claim(text, src, f"at {w} GPUs DDP / DP throughput = {ratio:.2f}", held, why)
 
 
-def _linear_claim(check: dict[str, Any], gpus: int) -> dict[str, str]:
+def _linear_claim(check: CheckResult, gpus: int) -> dict[str, str]:
     text, src = "DDP scales almost linearly with GPU count", f"{GUIDE}: Trade-Off Summary"
-    eff = check["figures"].get("efficiency") or {}
+    eff = check.figures.get("efficiency") or {}
     if gpus < 2 or len(eff) < 2:
         seen = ", ".join(f"{w}: {pct(e)}" for w, e in eff.items()) or "–"
         why = "fewer than 2 GPUs" if gpus < 2 else "ddp ran at fewer than two world sizes"
@@ -216,10 +222,10 @@ def _agree_claim(dp_vs_ddp: float | None, cpu: bool) -> dict[str, str]:
     return _claim(text, src, f"max |Δparam| between dp and ddp = {sci(dp_vs_ddp)}", held, why)
 
 
-def _async_claim(check: dict[str, Any]) -> dict[str, str]:
+def _async_claim(check: CheckResult) -> dict[str, str]:
     text = "DDP communicates asynchronously, so steps are not stalled by gradient sync"
     src = f"{GUIDE}: DistributedDataParallel"
-    figures = check["figures"]
+    figures = check.figures
     if not figures:
         return _claim(text, src, "–", "cannot be tested", "no ddp run with 2 or more processes")
     run_id, comm = max(figures.items(), key=lambda kv: int(kv[0].rpartition("-")[2] or 0))
@@ -242,15 +248,15 @@ def _sync_points_claim(runs: list[Run], gpus: int) -> dict[str, str]:
     src = f"{GUIDE}: Validation Checklist 4"
     if not gpus:
         return _claim(text, src, "–", "cannot be tested", "device sync points exist only on GPUs")
-    dp = {r["world_size"]: r for r in runs if r["strategy"] == "dp"}
-    ddp = {r["world_size"]: r for r in runs if r["strategy"] == "ddp"}
+    dp = {r.world_size: r for r in runs if r.strategy == "dp"}
+    ddp = {r.world_size: r for r in runs if r.strategy == "ddp"}
     common = sorted(w for w in set(dp) & set(ddp) if w > 1)
     if not common:
         return _claim(
             text, src, "–", "cannot be tested", "no dp and ddp run on 2+ GPUs of one size"
         )
     w = common[-1]
-    a, b = ddp[w].get("sync_points_per_step"), dp[w].get("sync_points_per_step")
+    a, b = ddp[w].sync_points_per_step, dp[w].sync_points_per_step
     if a is None or b is None:
         return _claim(text, src, "–", "cannot be tested", "the profiler recorded no sync points")
     held = "held" if a < b else "did not hold"

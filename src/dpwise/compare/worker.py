@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 from dpwise.compare.matrix import RunSpec
 from dpwise.compare.probe import Repeats, profiled_probe
+from dpwise.compare.records import DevicePeak, Memory, Run, Spread
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import TurnClient
 from dpwise.env import DistEnv
@@ -25,7 +26,7 @@ from dpwise.errors import DpwiseError
 from dpwise.interrupts import release
 from dpwise.launch import launch, run_guarded
 from dpwise.plan import Hardware, RunPlan, resolve
-from dpwise.strategies import make_strategy, reference, traits
+from dpwise.strategies import make_strategy, traits
 from dpwise.strategies.traits import VISIBLE
 from dpwise.workload import workload_for
 
@@ -106,14 +107,14 @@ def serve(spec: RunSpec, cfg: CompareConfig, client: TurnClient) -> None:
             client.done(f"repeat-{r}")
         client.wait("probe")
         record = _probe(spec, cfg, plan, strategy, workload, data, repeats, threads, final)
-        client.done("probe", json.dumps(record, default=str))
+        client.done("probe", json.dumps(record.to_json(), default=str))
     finally:
         strategy.teardown()
         if own_group:
             dist.destroy_process_group()
 
 
-def _probe(spec, cfg, plan, strategy, workload, data, repeats, threads, final) -> dict[str, Any]:
+def _probe(spec, cfg, plan, strategy, workload, data, repeats, threads, final) -> Run:
     timing = repeats.timing()  # read before the probe: peak RSS describes the training
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path("traces") / f"{spec.id}.rank0.json"
@@ -132,45 +133,45 @@ def _probe(spec, cfg, plan, strategy, workload, data, repeats, threads, final) -
     return _record(spec, strategy, threads, timing, repeats.first, probe, ranks, final, trace)
 
 
-def _memory(spec: RunSpec, first: dict[str, Any], ranks: list[dict[str, Any]]) -> dict[str, Any]:
+def _memory(spec: RunSpec, first: dict[str, Any], ranks: list[dict[str, Any]]) -> Memory:
     if spec.device_type == "cuda":
-        per_device = [
-            {"rank": p["rank"], "device": p["device"], "peak_bytes": p["bytes"]}
+        per_device = tuple(
+            DevicePeak(rank=p["rank"], device=p["device"], peak_bytes=p["bytes"])
             for p in first["peak_memory"]
-        ]
+        )
         kind = "cuda_max_memory_allocated"
     else:
-        per_device = [
-            {"rank": r, "device": "cpu", "peak_bytes": m["live"]} for r, m in enumerate(ranks)
-        ]
+        per_device = tuple(
+            DevicePeak(rank=r, device="cpu", peak_bytes=m["live"]) for r, m in enumerate(ranks)
+        )
         kind = "cpu_live_tensors"
-    return {"kind": kind, "per_device": per_device, "peak_rss_bytes": [m["rss"] for m in ranks]}
+    return Memory(kind=kind, per_device=per_device, peak_rss_bytes=tuple(m["rss"] for m in ranks))
 
 
-def _record(spec, strategy, threads, timing, first, probe, ranks, final, trace) -> dict[str, Any]:
+def _record(spec, strategy, threads, timing, first, probe, ranks, final, trace) -> Run:
     facts = strategy.describe()
-    return {
-        "id": spec.id,
-        "label": spec.label,
-        "strategy": spec.strategy,
-        "world_size": spec.world_size,
-        "backend": facts["backend"],
-        "devices": _devices(spec, facts, ranks),
-        "threads_per_process": threads,
-        "notes": list(facts["notes"]),
-        "epoch_seconds": timing["epoch_seconds"],
-        "samples_per_s": timing["samples_per_s"],
-        "samples_per_epoch": timing["samples_per_epoch"],
-        "training_seconds": timing["training_seconds"],
-        "losses": first["losses"],
-        "final_state": str(final),
-        "memory": _memory(spec, first, ranks),
-        "communication": probe.get("communication"),
-        "sync_points_per_step": probe.get("sync_points_per_step"),
-        "trace": str(trace),
-        "pids": [m["pid"] for m in ranks],  # every run has processes of its own
-        "diverged": first_divergence(m["diverged"] for m in ranks),
-    }
+    return Run(
+        id=spec.id,
+        label=spec.label,
+        strategy=spec.strategy,
+        world_size=spec.world_size,
+        backend=facts["backend"],
+        devices=tuple(_devices(spec, facts, ranks)),
+        threads_per_process=threads,
+        notes=tuple(facts["notes"]),
+        epoch_seconds=Spread.from_json(timing["epoch_seconds"]),
+        samples_per_s=Spread.from_json(timing["samples_per_s"]),
+        samples_per_epoch=timing["samples_per_epoch"],
+        training_seconds=timing["training_seconds"],
+        losses=tuple(first["losses"]),
+        final_state=str(final),
+        memory=_memory(spec, first, ranks),
+        communication=probe.get("communication"),
+        sync_points_per_step=probe.get("sync_points_per_step"),
+        trace=str(trace),
+        pids=tuple(m["pid"] for m in ranks),  # every run has processes of its own
+        diverged=first_divergence(m["diverged"] for m in ranks),
+    )
 
 
 def _devices(spec: RunSpec, facts: dict[str, Any], ranks: list[dict[str, Any]]) -> list[str]:
@@ -183,22 +184,3 @@ def _devices(spec: RunSpec, facts: dict[str, Any], ranks: list[dict[str, Any]]) 
 def first_divergence(found: Any) -> dict[str, Any] | None:
     """The earliest non-finite loss any process of a run saw (each sees only its own rows)."""
     return min((d for d in found if d is not None), key=lambda d: d["step"], default=None)
-
-
-def single_process_peak(cfg: CompareConfig, profile_steps: int = 2) -> int:
-    """The peak live tensor bytes compare's probe records for the single-process run (CPU)."""
-    name = reference()
-    spec = RunSpec(name, name, name, 1, "cpu")
-    plan = _plan(spec, replace(cfg, device="cpu"), DistEnv())
-    workload = workload_for(cfg)
-    with tempfile.TemporaryDirectory() as tmp:
-        probe = profiled_probe(
-            spec,
-            plan,
-            make_strategy(plan, DistEnv()),
-            workload,
-            workload.load_data(cfg.seed),
-            Path(tmp) / "trace.json",
-            profile_steps,
-        )
-    return probe["live_tensor_bytes"]

@@ -9,6 +9,7 @@ from typing import Any
 
 import jinja2
 
+from dpwise.compare.document import Results
 from dpwise.report.view import build_view
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -50,7 +51,7 @@ def _embedded_images(view: dict[str, Any], plot_dir: Path) -> dict[str, str]:
     return images
 
 
-def render_html(results: dict[str, Any], plot_dir: Path) -> str:
+def render_html(results: Results, plot_dir: Path) -> str:
     """The whole report as one HTML page; plots are read from ``plot_dir`` and embedded."""
     view = build_view(results)
     images = _embedded_images(view, plot_dir)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpwise.compare.document import Results
 from dpwise.report.view import build_view
 
 
@@ -80,7 +81,7 @@ def _footer(view: dict[str, Any]) -> list[str]:
     ]
 
 
-def render_markdown(results: dict[str, Any]) -> str:
+def render_markdown(results: Results) -> str:
     """The whole report as Markdown; image links are relative to the report's folder."""
     view = build_view(results)
     lines = [f"# {view['title']}", "", *_verdict(view), *_claims(view), *_checks_overview(view)]

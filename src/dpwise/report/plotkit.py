@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import StrMethodFormatter
 
-Run = dict[str, Any]
+from dpwise.compare.records import Run
 
 DPI = 100
 MIB = 1024**2
@@ -28,13 +28,8 @@ def num(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def stat(run: Run, key: str, field: str) -> float | None:
-    block = run.get(key)
-    return num(block.get(field)) if isinstance(block, dict) else None
-
-
 def run_label(run: Run, index: int) -> str:
-    return str(run.get("label") or run.get("id") or f"run {index + 1}")
+    return str(run.label or run.id or f"run {index + 1}")
 
 
 def color(index: int) -> str:

@@ -1,4 +1,4 @@
-"""PNG plots of a `dpwise compare` results dict: results in, files out.
+"""PNG plots of a `dpwise compare` results document: results in, files out.
 
 Every plot tolerates missing values; a plot with nothing to show is not written and its key
 is not returned. Figures are plain `matplotlib.figure.Figure` objects rendered by Agg:
@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from dpwise.atomic import atomic_write_bytes
+from dpwise.compare.document import Results
 from dpwise.report.plotkit import (
     LINESTYLES,
     MARKERS,
@@ -29,7 +29,6 @@ from dpwise.report.plotkit import (
     png_bytes,
     run_label,
     run_ticks,
-    stat,
     style_axes,
 )
 
@@ -39,10 +38,10 @@ MEMORY_TITLES = {
 }
 
 
-def write_plots(results: dict[str, Any], out_dir: Path) -> dict[str, str]:
+def write_plots(results: Results, out_dir: Path) -> dict[str, str]:
     """Write the PNG plots into ``out_dir``; return {plot key: file name relative to out_dir}."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    runs = [run for run in results.get("runs") or [] if isinstance(run, dict)]
+    runs = list(results.runs)
     written: dict[str, str] = {}
     for key, draw in PLOTS.items():
         fig = draw(runs)
@@ -58,7 +57,7 @@ def write_plots(results: dict[str, Any], out_dir: Path) -> dict[str, str]:
 
 
 def _throughput(runs: list[Run]) -> Figure | None:
-    points = [(run_label(r, i), r, stat(r, "samples_per_s", "median")) for i, r in enumerate(runs)]
+    points = [(run_label(r, i), r, num(r.samples_per_s.median)) for i, r in enumerate(runs)]
     points = [(label, run, med) for label, run, med in points if med is not None]
     if not points:
         return None
@@ -73,7 +72,7 @@ def _throughput(runs: list[Run]) -> Figure | None:
 def _throughput_bars(ax: Axes, points: list[tuple[str, Run, float]]) -> None:
     low, high = [], []
     for _, run, med in points:
-        lo, hi = stat(run, "samples_per_s", "min"), stat(run, "samples_per_s", "max")
+        lo, hi = num(run.samples_per_s.min), num(run.samples_per_s.max)
         low.append(max(0.0, med - lo) if lo is not None else 0.0)
         high.append(max(0.0, hi - med) if hi is not None else 0.0)
     xs = range(len(points))
@@ -92,17 +91,17 @@ def _scaling_series(runs: list[Run]) -> dict[str, list[tuple[int, float]]]:
     """{strategy: [(world size, median samples/s)]} for strategies run at ≥ 2 world sizes."""
     series: dict[str, dict[int, float]] = {}
     for run in runs:
-        med, size = stat(run, "samples_per_s", "median"), run.get("world_size")
-        if med is None or not isinstance(size, int) or isinstance(size, bool):
+        med, size = num(run.samples_per_s.median), run.world_size
+        if med is None:
             continue
-        series.setdefault(str(run.get("strategy")), {}).setdefault(size, med)
+        series.setdefault(run.strategy, {}).setdefault(size, med)
     return {k: sorted(v.items()) for k, v in series.items() if len(v) >= 2}
 
 
 def _single_baseline(runs: list[Run]) -> float | None:
     for run in runs:
-        if run.get("strategy") == "single" and run.get("world_size") == 1:
-            return stat(run, "samples_per_s", "median")
+        if run.strategy == "single" and run.world_size == 1:
+            return num(run.samples_per_s.median)
     return None
 
 
@@ -133,24 +132,20 @@ def _scaling_lines(
 
 def _memory_bars(run: Run) -> list[tuple[int, float]]:
     """[(rank, peak MiB)] of one run's devices that report a peak."""
-    memory = run.get("memory")
-    devices = memory.get("per_device") if isinstance(memory, dict) else None
     bars = []
-    for i, dev in enumerate(devices if isinstance(devices, list) else []):
-        peak = num(dev.get("peak_bytes")) if isinstance(dev, dict) else None
+    for i, dev in enumerate(run.memory.per_device):
+        peak = num(dev.peak_bytes)
         if peak is not None:
-            rank = dev.get("rank")
-            bars.append((rank if isinstance(rank, int) and rank >= 0 else i, peak / MIB))
+            bars.append((dev.rank if dev.rank >= 0 else i, peak / MIB))
     return bars
 
 
 def memory_title(runs: list[Run]) -> str:
     kinds: list[str] = []
     for run in runs:
-        memory = run.get("memory")
-        kind = memory.get("kind") if isinstance(memory, dict) else None
-        if kind and str(kind) not in kinds:
-            kinds.append(str(kind))
+        kind = run.memory.kind
+        if kind and kind not in kinds:
+            kinds.append(kind)
     return "; ".join(MEMORY_TITLES.get(k, k.replace("_", " ")) for k in kinds) or "Peak memory"
 
 
@@ -184,8 +179,7 @@ def _memory(runs: list[Run]) -> Figure | None:
 def _loss(runs: list[Run]) -> Figure | None:
     series = []
     for i, run in enumerate(runs):
-        losses = run.get("losses")
-        values = [num(v) for v in (losses if isinstance(losses, list) else [])]
+        values = [num(v) for v in run.losses]
         if any(v is not None for v in values):
             series.append((run_label(run, i), [math.nan if v is None else v for v in values]))
     if not series:
@@ -217,7 +211,7 @@ def _loss(runs: list[Run]) -> Figure | None:
 
 def _comm_bar(run: Run, index: int) -> tuple[str, float, float, float | None] | None:
     """(label, step ms without sync, exposed ms, exposed share) or None without data."""
-    comm = run.get("communication")
+    comm = run.communication
     if not isinstance(comm, dict):
         return None
     base, exposed = num(comm.get("step_ms_without_sync")), num(comm.get("exposed_ms"))

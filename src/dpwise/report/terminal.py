@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from dpwise.compare.document import Results
 from dpwise.units import mib, rate, sci
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
@@ -43,33 +44,32 @@ class CompareProgress:
             self.progress.advance(self.task)
 
 
-def summary_table(results: dict[str, Any]) -> Table:
+def summary_table(results: Results) -> Table:
     table = Table(title="dpwise compare", show_lines=False)
     for col in ("run", "samples/s", "speed-up", "peak/device", "max |Δparam|"):
         table.add_column(col, justify="left" if col == "run" else "right")
-    for r in results["runs"]:
-        peak = max((d["peak_bytes"] or 0) for d in r["memory"]["per_device"])
+    for r in results.runs:
         table.add_row(
-            r["label"],
-            rate(r["samples_per_s"]["median"]),
-            f"{r['speedup_vs_single']:.2f}×",
-            mib(peak),
-            sci(r["max_param_diff_vs_single"]),
+            r.label,
+            rate(r.median_rate),
+            f"{r.speedup_vs_single:.2f}×",
+            mib(r.memory.busiest),
+            sci(r.max_param_diff_vs_single),
         )
     return table
 
 
-def checks_table(results: dict[str, Any]) -> Table:
+def checks_table(results: Results) -> Table:
     table = Table(show_header=True)
     table.add_column("check")
     table.add_column("status")
     table.add_column("summary")
-    for c in results["checks"]:
-        style = STATUS_STYLE.get(c["status"], "")
-        table.add_row(c["name"], f"[{style}]{c['status']}[/]", c["summary"])
+    for c in results.checks:
+        style = STATUS_STYLE.get(c.status, "")
+        table.add_row(c.name, f"[{style}]{c.status}[/]", c.summary)
     return table
 
 
-def verdict_lines(results: dict[str, Any]) -> list[str]:
-    rec = results["recommendation"]
+def verdict_lines(results: Results) -> list[str]:
+    rec = results.recommendation
     return [f"[bold]{rec['headline']}[/]", *(f"  • {reason}" for reason in rec["reasons"])]

@@ -1,6 +1,6 @@
 """The report's content as plain strings, shared by the Markdown and HTML renderers.
 
-Everything here is computed from the results dict; nothing is rendered. Missing or None
+Everything here is computed from the results document; nothing is rendered. Missing or None
 values become "—" so that both renderers can stay free of special cases.
 """
 
@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+from dpwise.checks import CheckResult
+from dpwise.compare.document import Results
+from dpwise.compare.records import Run
 
 TITLE = "dpwise compare report"
 DASH = "—"
@@ -87,12 +91,11 @@ def table_view(table: Any) -> dict[str, list[Any]]:
     return {"columns": columns, "rows": [row + [""] * (width - len(row)) for row in rows]}
 
 
-def plot_files(results: dict[str, Any]) -> dict[str, str] | None:
+def plot_files(results: Results) -> dict[str, str] | None:
     """{file name: plot key} of the plots written, or None when results says nothing."""
-    plots = results.get("plots")
-    if not isinstance(plots, dict):
+    if results.plots is None:
         return None
-    return {str(name): str(key) for key, name in plots.items() if name}
+    return {name: key for key, name in results.plots.items() if name}
 
 
 def plot_alt(name: str, files: dict[str, str] | None, subject: str) -> str:
@@ -100,17 +103,17 @@ def plot_alt(name: str, files: dict[str, str] | None, subject: str) -> str:
     return f"{subject}: {PLOT_DESCRIPTIONS.get(key, key.replace('_', ' '))}"
 
 
-def _check_view(check: dict[str, Any], files: dict[str, str] | None) -> dict[str, Any]:
-    name = str(check.get("name") or "check")
-    plot = check.get("plot")
+def _check_view(check: CheckResult, files: dict[str, str] | None) -> dict[str, Any]:
+    name = str(check.name or "check")
+    plot = check.plot
     plot = str(plot) if plot and (files is None or str(plot) in files) else None
     return {
         "name": name,
         "anchor": f"check-{slug(name)}",
-        "status": status_view(check.get("status")),
-        "summary": str(check.get("summary") or ""),
-        "explanation": str(check.get("explanation") or ""),
-        "table": table_view(check.get("table")),
+        "status": status_view(check.status),
+        "summary": str(check.summary or ""),
+        "explanation": str(check.explanation or ""),
+        "table": table_view(check.table),
         "plot": plot,
         "plot_alt": plot_alt(plot, files, f"Plot for the {name} check") if plot else "",
     }
@@ -130,14 +133,14 @@ def _devices(devices: Any) -> str:
     return fmt_value(devices)
 
 
-def _run_row(run: dict[str, Any]) -> list[str]:
-    notes = "; ".join(str(n) for n in _list(run.get("notes")))
+def _run_row(run: Run) -> list[str]:
+    notes = "; ".join(str(n) for n in run.notes)
     return [
-        fmt_value(run.get("label") or run.get("id")),
-        fmt_value(run.get("world_size")),
-        fmt_value(run.get("backend")),
-        _devices(run.get("devices")),
-        fmt_value(run.get("threads_per_process")),
+        fmt_value(run.label or run.id),
+        fmt_value(run.world_size),
+        fmt_value(run.backend),
+        _devices(list(run.devices)),
+        fmt_value(run.threads_per_process),
         notes or DASH,
     ]
 
@@ -165,23 +168,22 @@ def _extra_plots(files: dict[str, str] | None, used: set[str]) -> list[dict[str,
     return [{"file": name, "alt": plot_alt(name, files, "Plot")} for name in extra]
 
 
-def build_view(results: dict[str, Any]) -> dict[str, Any]:
+def build_view(results: Results) -> dict[str, Any]:
     """All the report's text, in reading order, as strings and lists of strings."""
     files = plot_files(results)
-    checks = [_check_view(c, files) for c in _list(results.get("checks")) if isinstance(c, dict)]
-    runs = [r for r in _list(results.get("runs")) if isinstance(r, dict)]
+    checks = [_check_view(c, files) for c in results.checks]
     return {
         "title": TITLE,
-        "verdict": _verdict_view(_dict(results.get("recommendation"))),
+        "verdict": _verdict_view(results.recommendation),
         "claim_columns": CLAIM_COLUMNS,
-        "claims": [_claim_view(c) for c in _list(results.get("claims")) if isinstance(c, dict)],
+        "claims": [_claim_view(c) for c in results.claims],
         "checks": checks,
         "extra_plots": _extra_plots(files, {c["plot"] for c in checks if c["plot"]}),
         "run_columns": RUN_COLUMNS,
-        "runs": [_run_row(run) for run in runs],
-        "environment": key_values(results.get("environment")),
-        "workload": key_values(results.get("workload")),
-        "command": fmt_value(results.get("command")),
-        "version": fmt_value(results.get("dpwise_version")),
-        "created": fmt_value(results.get("created")),
+        "runs": [_run_row(run) for run in results.runs],
+        "environment": key_values(results.environment),
+        "workload": key_values(results.workload),
+        "command": fmt_value(results.command),
+        "version": fmt_value(results.dpwise_version),
+        "created": fmt_value(results.created),
     }

@@ -5,10 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from dpwise import footprint
-from dpwise.compare.settings import CompareConfig
-from dpwise.compare.worker import single_process_peak
-from dpwise.estimate import (
+from dpwise.advise import footprint
+from dpwise.advise.estimate import (
     Settings,
     estimate_all,
     facts_from_count,
@@ -16,6 +14,8 @@ from dpwise.estimate import (
     model_facts,
     optimizer_bytes,
 )
+from dpwise.compare.settings import CompareConfig
+from dpwise.compare.worker import single_process_peak
 from dpwise.models import TinyTransformer
 from dpwise.workload import resolve_workload
 

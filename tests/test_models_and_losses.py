@@ -11,8 +11,8 @@ from torch import nn
 from dpwise.config import TrainConfig
 from dpwise.data import BatchSource
 from dpwise.engine import Loop
-from dpwise.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.launch_env import DistEnv
 from dpwise.objective import Objective
 from dpwise.plan import Hardware, resolve
 from dpwise.strategies import make_strategy

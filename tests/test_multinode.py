@@ -8,8 +8,8 @@ import pytest
 
 from conftest import child_env, free_port, load_state, max_abs_diff
 from dpwise.config import TrainConfig
-from dpwise.env import DistEnv
 from dpwise.launch import launch_config
+from dpwise.launch_env import DistEnv
 from dpwise.plan import Hardware, resolve
 from helpers_train import train_here
 

@@ -1,8 +1,8 @@
 import pytest
 
 from dpwise.config import TrainConfig
-from dpwise.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.launch_env import DistEnv
 from dpwise.plan import Hardware, resolve
 
 CPU = Hardware(cuda_devices=0, cpu_cores=2)

@@ -22,7 +22,7 @@ import torch.distributed as dist
 from conftest import child_env, free_port
 from dpwise import engine
 from dpwise.config import TrainConfig
-from dpwise.env import DistEnv
+from dpwise.launch_env import DistEnv
 from dpwise.plan import Hardware, resolve
 from dpwise.strategies import ddp as ddp_module
 from dpwise.strategies import make_strategy

@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass
 
 from dpwise.config import TrainConfig
-from dpwise.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.launch_env import DistEnv
 
 
 def cpu_cores() -> int:

@@ -17,8 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpwise import sysinfo
+    from dpwise import env_report
 
-    info = sysinfo.gather()
-    print(json.dumps(info, indent=2) if args.json else sysinfo.render(info))
+    info = env_report.gather()
+    print(json.dumps(info, indent=2) if args.json else env_report.render(info))
     return 0

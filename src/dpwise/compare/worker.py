@@ -19,10 +19,10 @@ from dpwise.compare.matrix import RunSpec
 from dpwise.compare.probe import Repeats, profiled_probe
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import TurnClient
-from dpwise.env import DistEnv
 from dpwise.errors import DpwiseError
 from dpwise.interrupts import release
 from dpwise.launch import launch, run_guarded
+from dpwise.launch_env import DistEnv
 from dpwise.plan import Hardware, RunPlan, resolve
 from dpwise.strategies import DataParallelStrategy, DDPStrategy, SingleStrategy
 from dpwise.strategies.base import Strategy

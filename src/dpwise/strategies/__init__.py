@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dpwise.env import DistEnv
+from dpwise.launch_env import DistEnv
 from dpwise.plan import RunPlan
 from dpwise.strategies.base import Strategy
 from dpwise.strategies.ddp import DDPStrategy

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from dpwise.env import DistEnv
+from dpwise.launch_env import DistEnv
 from dpwise.plan import cpu_cores
 
 ASSUMED_DEVICE_GIB = 80.0  # an 80 GB data-centre GPU, when there is none to ask

@@ -12,8 +12,8 @@ import torch
 from dpwise import __version__, outputs
 from dpwise.config import TrainConfig
 from dpwise.engine import Trained, train
-from dpwise.env import DistEnv
 from dpwise.launch import arm_teardown_watchdog, disarm_teardown_watchdog, run_guarded
+from dpwise.launch_env import DistEnv
 from dpwise.plan import Hardware, RunPlan, resolve
 from dpwise.report.train_text import epoch_line, summary_lines
 from dpwise.restart import attempt_for

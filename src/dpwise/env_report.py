@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 from dpwise import __version__
-from dpwise.facts import peer_access
+from dpwise.advise.facts import peer_access
 from dpwise.plan import cpu_cores
 
 LAUNCHER_VARS = (

@@ -23,9 +23,10 @@ from torch.nn.parallel import DistributedDataParallel
 from dpwise.config import TrainConfig
 from dpwise.data import epoch_permutation
 from dpwise.engine import Loop
+from dpwise.hardware import Hardware
 from dpwise.launch_env import DistEnv
 from dpwise.models import SimpleModel, simple_data
-from dpwise.plan import Hardware, resolve
+from dpwise.plan import resolve
 from dpwise.strategies import DDPStrategy, SingleStrategy
 from dpwise.workload import resolve_workload
 

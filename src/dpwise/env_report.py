@@ -1,4 +1,5 @@
-"""`dpwise env`: the environment report a user pastes into a bug report. Data only."""
+"""`dpwise env`: the environment report a user pastes into a bug report. Data only; the text is
+dpwise.report.env_text's."""
 
 from __future__ import annotations
 
@@ -10,9 +11,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from dpwise import __version__
-from dpwise.advise.facts import peer_access
-from dpwise.plan import cpu_cores
+from dpwise import __version__, hardware
 
 LAUNCHER_VARS = (
     "RANK",
@@ -29,23 +28,6 @@ LAUNCHER_VARS = (
 )
 
 
-def _gpus() -> list[dict[str, Any]]:
-    if not torch.cuda.is_available():
-        return []
-    out = []
-    for i in range(torch.cuda.device_count()):
-        props = torch.cuda.get_device_properties(i)
-        out.append(
-            {
-                "index": i,
-                "name": props.name,
-                "memory_bytes": props.total_memory,
-                "capability": f"{props.major}.{props.minor}",
-            }
-        )
-    return out
-
-
 def gather() -> dict[str, Any]:
     available = dist.is_available()
     return {
@@ -60,38 +42,10 @@ def gather() -> dict[str, Any]:
             ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None
         ),
         "gloo_available": available and dist.is_gloo_available(),
-        "gpus": _gpus(),
-        "peer_access_all_pairs": peer_access(),
-        "cpu_cores": cpu_cores(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
+        "gpus": hardware.gpus(),
+        "peer_access_all_pairs": hardware.peer_access(),
+        "cpu_cores": hardware.cpu_cores(),
+        "cpu_count": hardware.cpu_count(),
+        "torch_threads": hardware.torch_threads(),
         "launcher_env": {k: os.environ[k] for k in LAUNCHER_VARS if k in os.environ},
     }
-
-
-def render(info: dict[str, Any]) -> str:
-    lines = [f"{'dpwise':<22}{info['dpwise']}"]
-    for key in (
-        "python",
-        "platform",
-        "torch",
-        "cuda",
-        "cuda_available",
-        "nccl_available",
-        "nccl_version",
-        "gloo_available",
-        "peer_access_all_pairs",
-        "cpu_cores",
-        "cpu_count",
-        "torch_threads",
-    ):
-        lines.append(f"{key:<22}{info[key]}")
-    lines.append(f"{'gpus':<22}{len(info['gpus'])}")
-    for g in info["gpus"]:
-        lines.append(
-            f"  [{g['index']}] {g['name']}, {g['memory_bytes'] / 1024**3:.1f} GiB, "
-            f"sm {g['capability']}"
-        )
-    lines.append(f"{'launcher variables':<22}{'none set' if not info['launcher_env'] else ''}")
-    lines += [f"  {k}={v}" for k, v in info["launcher_env"].items()]
-    return "\n".join(lines)

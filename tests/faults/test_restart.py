@@ -81,9 +81,10 @@ def test_restartable_launches_give_each_attempt_its_own_store(monkeypatch, resta
     from torch.distributed import launcher
 
     from dpwise.config import TrainConfig
+    from dpwise.hardware import Hardware
     from dpwise.launch import launch
     from dpwise.launch_env import DistEnv
-    from dpwise.plan import Hardware, resolve
+    from dpwise.plan import resolve
 
     seen = []
     monkeypatch.delenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", raising=False)

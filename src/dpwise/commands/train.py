@@ -167,9 +167,10 @@ def check_resume(cfg, workload) -> None:
 def run(args: argparse.Namespace) -> int:
     from dpwise import outputs
     from dpwise.atomic import remove_stale_temporaries
+    from dpwise.hardware import Hardware
     from dpwise.launch import launch
     from dpwise.launch_env import DistEnv
-    from dpwise.plan import Hardware, resolve
+    from dpwise.plan import resolve
     from dpwise.train_worker import run_worker, worker_entry
     from dpwise.workload import workload_for
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from dpwise.batch_split import check_batch_divides
 from dpwise.compare.settings import CompareConfig
 from dpwise.errors import DpwiseError
-from dpwise.plan import Hardware
+from dpwise.hardware import Hardware
 
 
 @dataclass(frozen=True)
@@ -59,18 +59,6 @@ def build_matrix(cfg: CompareConfig, hw: Hardware) -> list[RunSpec]:
         else:
             specs += [RunSpec(f"dp-{k}", f"dp × {k} GPUs", "dp", k, device) for k in sizes]
     if "ddp" in cfg.strategies:
-        _check_divisible(cfg.batch_size, sizes)
+        check_batch_divides(cfg.batch_size, sizes, name_sizes=True)
         specs += [RunSpec(f"ddp-{w}", f"ddp × {w}", "ddp", w, device) for w in sizes]
     return specs
-
-
-def _check_divisible(batch: int, sizes: tuple[int, ...]) -> None:
-    bad = [w for w in sizes if batch % w]
-    if bad:
-        step = math.lcm(*sizes)
-        low = batch // step * step
-        options = " or ".join(str(m) for m in (low, low + step) if m > 0)
-        raise DpwiseError(
-            f"--batch-size {batch} is not divisible by world size {bad[0]}; use a multiple of "
-            f"{step} so every world size in {list(sizes)} divides it (e.g. {options})"
-        )

@@ -20,10 +20,11 @@ from dpwise.compare.probe import Repeats, profiled_probe
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import TurnClient
 from dpwise.errors import DpwiseError
+from dpwise.hardware import Hardware, configure_threads
 from dpwise.interrupts import release
 from dpwise.launch import launch, run_guarded
 from dpwise.launch_env import DistEnv
-from dpwise.plan import Hardware, RunPlan, resolve
+from dpwise.plan import RunPlan, resolve
 from dpwise.strategies import DataParallelStrategy, DDPStrategy, SingleStrategy
 from dpwise.strategies.base import Strategy
 from dpwise.workload import workload_for
@@ -70,14 +71,6 @@ def _local_group(spec: RunSpec) -> bool:
     return True
 
 
-def _threads(spec: RunSpec, cfg: CompareConfig) -> int:
-    if cfg.threads is not None:
-        torch.set_num_threads(cfg.threads)
-    elif spec.launched and "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(max(1, Hardware.detect().cpu_cores // spec.world_size))
-    return torch.get_num_threads()
-
-
 def run_process(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
     """The target of a run's process; a ddp × W run starts its workers through the launcher."""
     client = TurnClient(address, spec.id)
@@ -106,7 +99,7 @@ def rank_entry(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
 
 def serve(spec: RunSpec, cfg: CompareConfig, client: TurnClient) -> None:
     env = DistEnv.from_environ()
-    threads = _threads(spec, cfg)
+    threads = configure_threads(cfg.threads, spec.world_size if spec.launched else 1)
     plan = _plan(spec, cfg)
     workload = workload_for(cfg)
     data = workload.load_data(cfg.seed)

@@ -59,10 +59,6 @@ def fsdp_units(model: nn.Module) -> tuple[int, int]:
     return max([root, *(_bytes(b) for b in blocks)]), len(blocks) + (1 if root else 0)
 
 
-def largest_unit(model: nn.Module) -> int:
-    return fsdp_units(model)[0]
-
-
 def _states(model: nn.Module) -> tuple[int, int, int, int, int]:
     params = list(model.parameters())
     count = sum(p.numel() for p in params)

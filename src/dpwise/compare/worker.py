@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from dpwise.compare.matrix import RunSpec
-from dpwise.compare.probe import Repeats, profiled_probe
+from dpwise.compare.measurement import Repeats, profiled_probe
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import TurnClient
 from dpwise.errors import DpwiseError

@@ -39,9 +39,13 @@ def test_omp_num_threads_wins_over_the_split(threads, monkeypatch):
 def test_every_report_reads_the_same_probe(monkeypatch):
     monkeypatch.setattr(hardware, "cpu_cores", lambda: 7)
     monkeypatch.setattr(hardware, "cuda_devices", lambda: 0)
+    monkeypatch.setattr(hardware, "backend_available", lambda name: name == "nccl")
     facts = gather(None, None, None, None, None, None, None)
     assert facts["cpu_cores"].value == 7 and facts["gpus"].value == 0
-    assert env_report.gather()["cpu_cores"] == 7
+    assert facts["nccl_available"].value and not facts["gloo_available"].value
+    report = env_report.gather()
+    assert report["cpu_cores"] == 7 and report["gpus"] == []
+    assert report["nccl_available"] and not report["gloo_available"]
     assert Hardware.detect() == Hardware(cuda_devices=0, cpu_cores=7)
 
 

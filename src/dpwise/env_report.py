@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from dpwise import __version__, hardware
 
@@ -29,7 +28,6 @@ LAUNCHER_VARS = (
 
 
 def gather() -> dict[str, Any]:
-    available = dist.is_available()
     return {
         "dpwise": __version__,
         "python": sys.version.split()[0],
@@ -37,11 +35,11 @@ def gather() -> dict[str, Any]:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cuda_available": torch.cuda.is_available(),
-        "nccl_available": available and dist.is_nccl_available(),
+        "nccl_available": hardware.backend_available("nccl"),
         "nccl_version": (
             ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None
         ),
-        "gloo_available": available and dist.is_gloo_available(),
+        "gloo_available": hardware.backend_available("gloo"),
         "gpus": hardware.gpus(),
         "peer_access_all_pairs": hardware.peer_access(),
         "cpu_cores": hardware.cpu_cores(),

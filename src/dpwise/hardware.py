@@ -72,6 +72,14 @@ def peer_access() -> bool | None:
     )
 
 
+def backend_available(backend: str) -> bool:
+    """Whether this PyTorch build has the ``nccl`` or ``gloo`` process-group backend."""
+    import torch.distributed as dist
+
+    check = {"nccl": "is_nccl_available", "gloo": "is_gloo_available"}[backend]
+    return dist.is_available() and getattr(dist, check)()
+
+
 @dataclass(frozen=True, kw_only=True)
 class Hardware:
     """What a run plan needs to know about the machine."""

@@ -35,8 +35,6 @@ def gather(
     precision: str | None,
     optimizer: str | None,
 ) -> dict[str, Fact]:
-    import torch.distributed as dist
-
     env = DistEnv.from_environ()
     found = hardware.cuda_devices()
     nodes_seen = env.world_size // env.local_world_size if env.under_launcher else None
@@ -50,8 +48,8 @@ def gather(
         "peer_access": _choose(
             None, hardware.peer_access(), None, "needs two or more visible GPUs"
         ),
-        "nccl_available": Fact(dist.is_available() and dist.is_nccl_available(), "detected"),
-        "gloo_available": Fact(dist.is_available() and dist.is_gloo_available(), "detected"),
+        "nccl_available": Fact(hardware.backend_available("nccl"), "detected"),
+        "gloo_available": Fact(hardware.backend_available("gloo"), "detected"),
         "under_torchrun": Fact(env.under_launcher, "detected"),
         "cpu_cores": Fact(hardware.cpu_cores(), "detected"),
         "goal": _choose(goal, None, "production", "production unless --goal prototype"),

@@ -110,8 +110,9 @@ def _cycle(order: str, port: int) -> None:
 
     from dpwise import engine
     from dpwise.config import TrainConfig
-    from dpwise.env import DistEnv
-    from dpwise.plan import Hardware, resolve
+    from dpwise.hardware import Hardware
+    from dpwise.launch_env import DistEnv
+    from dpwise.plan import resolve
     from dpwise.strategies import make_strategy
     from dpwise.workload import resolve_workload
 

@@ -23,9 +23,10 @@ from torch.nn.parallel import DistributedDataParallel
 from dpwise.config import TrainConfig
 from dpwise.data import epoch_permutation
 from dpwise.engine import Loop
-from dpwise.env import DistEnv
+from dpwise.hardware import Hardware, configure_threads
+from dpwise.launch_env import DistEnv
 from dpwise.models import SimpleModel, simple_data
-from dpwise.plan import Hardware, resolve
+from dpwise.plan import resolve
 from dpwise.strategies.ddp import DDPStrategy
 from dpwise.strategies.single import SingleStrategy
 from dpwise.workload import resolve_workload
@@ -87,7 +88,7 @@ def compare(repeats: int, epochs: int, rank: int, world: int, strategy) -> tuple
 def ddp_worker(repeats: int, epochs: int) -> tuple[list, list, int]:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.set_num_threads(max(1, Hardware.detect().cpu_cores // world))
+    configure_threads(None, workers_per_node=world)  # as dpwise train sets up its workers
     strategy = DDPStrategy(DistEnv(rank=rank, world_size=world, under_launcher=True), "gloo", "cpu")
     strategy.setup()  # joins the existing group
     try:

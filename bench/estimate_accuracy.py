@@ -18,9 +18,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests" / "fixtures"), str(HERE.parent / "tests")]
 
-from dpwise import footprint  # noqa: E402
+from dpwise.advise import footprint  # noqa: E402
+from dpwise.advise.estimate import Settings, estimate_all, model_facts  # noqa: E402
 from dpwise.compare.settings import CompareConfig  # noqa: E402
-from dpwise.estimate import Settings, estimate_all, model_facts  # noqa: E402
 from dpwise.workload import resolve_workload  # noqa: E402
 from probe_peak import single_process_peak  # noqa: E402
 

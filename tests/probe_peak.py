@@ -8,10 +8,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from dpwise.compare.matrix import RunSpec
-from dpwise.compare.probe import profiled_probe
+from dpwise.compare.measurement import profiled_probe
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.worker import _plan
-from dpwise.env import DistEnv
+from dpwise.launch_env import DistEnv
 from dpwise.strategies import make_strategy, reference
 from dpwise.workload import workload_for
 

@@ -8,8 +8,9 @@ from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_
 from conftest import free_port, load_state, max_abs_diff, run_cli
 from dpwise.config import TrainConfig
 from dpwise.engine import train
-from dpwise.env import DistEnv
-from dpwise.plan import Hardware, resolve
+from dpwise.hardware import Hardware
+from dpwise.launch_env import DistEnv
+from dpwise.plan import resolve
 from dpwise.strategies.ddp import DDPStrategy
 from dpwise.workload import resolve_workload
 from helpers_train import train_here

@@ -4,8 +4,8 @@ import shlex
 
 import pytest
 
-from dpwise.advise import Situation, decide
-from dpwise.advise_results import from_results
+from dpwise.advise.from_results import from_results
+from dpwise.advise.rules import Situation, decide
 from dpwise.errors import DpwiseError
 
 GIB = 1024**3

@@ -5,16 +5,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from dpwise import footprint
-from dpwise.compare.settings import CompareConfig
-from dpwise.estimate import (
+from dpwise.advise import footprint
+from dpwise.advise.estimate import (
     Settings,
     estimate_all,
     facts_from_count,
-    largest_unit,
+    fsdp_units,
     model_facts,
     optimizer_bytes,
 )
+from dpwise.compare.settings import CompareConfig
 from dpwise.models import TinyTransformer
 from dpwise.workload import resolve_workload
 from probe_peak import single_process_peak
@@ -76,7 +76,7 @@ def test_fsdp_units_are_the_repeated_blocks():
         model = TinyTransformer(layers=4, dim=64, heads=4, vocab=1000)
     layer = sum(p.numel() * 4 for p in model.encoder.layers[0].parameters())
     root = 1000 * 64 * 4 + 32 * 64 * 4 + 2 * 64 * 4 + 64 * 10 * 4 + 10 * 4
-    assert largest_unit(model) == max(layer, root)
+    assert fsdp_units(model) == (max(layer, root), 4 + 1)  # four layers and the root
 
 
 def test_batchnorm_model_is_estimated_within_25_percent(userpkg):

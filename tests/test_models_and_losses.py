@@ -11,10 +11,11 @@ from torch import nn
 from dpwise.config import TrainConfig
 from dpwise.data import BatchSource
 from dpwise.engine import Loop
-from dpwise.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.hardware import Hardware
+from dpwise.launch_env import DistEnv
 from dpwise.objective import Objective
-from dpwise.plan import Hardware, resolve
+from dpwise.plan import resolve
 from dpwise.strategies import make_strategy
 from dpwise.synthetic import Spec, complete, generate, parse_shape, spec_from_args
 from dpwise.workload import resolve_workload, workload_for

@@ -8,9 +8,10 @@ import pytest
 
 from conftest import child_env, free_port, load_state, max_abs_diff
 from dpwise.config import TrainConfig
-from dpwise.env import DistEnv
+from dpwise.hardware import Hardware
 from dpwise.launch import launch_config
-from dpwise.plan import Hardware, resolve
+from dpwise.launch_env import DistEnv
+from dpwise.plan import resolve
 from helpers_train import train_here
 
 CPU = Hardware(cuda_devices=0, cpu_cores=2)

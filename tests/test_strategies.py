@@ -9,9 +9,10 @@ from dpwise.cli import build_parser
 from dpwise.compare.matrix import build_matrix
 from dpwise.compare.settings import CompareConfig
 from dpwise.config import TrainConfig
-from dpwise.env import DistEnv
 from dpwise.errors import DpwiseError
-from dpwise.plan import Hardware, resolve
+from dpwise.hardware import Hardware
+from dpwise.launch_env import DistEnv
+from dpwise.plan import resolve
 from dpwise.strategies.ddp import DDPStrategy
 from dpwise.strategies.dp import DataParallelStrategy
 from dpwise.strategies.single import SingleStrategy

@@ -22,8 +22,9 @@ import torch.distributed as dist
 from conftest import child_env, free_port
 from dpwise import engine
 from dpwise.config import TrainConfig
-from dpwise.env import DistEnv
-from dpwise.plan import Hardware, resolve
+from dpwise.hardware import Hardware
+from dpwise.launch_env import DistEnv
+from dpwise.plan import resolve
 from dpwise.strategies import ddp as ddp_module
 from dpwise.strategies import make_strategy
 from dpwise.strategies.ddp_guard import GuardedDDP

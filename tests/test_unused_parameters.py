@@ -9,8 +9,8 @@ from torch import nn
 
 from conftest import run_cli
 from dpwise.config import TrainConfig
-from dpwise.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.launch_env import DistEnv
 from dpwise.strategies.ddp import DDPStrategy
 
 SKIP = ["--model", "randomlayers:skip_model", "--data", "userpkg:tiny_data", "--batch-size", "8"]

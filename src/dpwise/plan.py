@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from dpwise import strategies
+from dpwise.batch_split import check_batch_divides
 from dpwise.config import TrainConfig
-from dpwise.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.hardware import Hardware
+from dpwise.launch_env import DistEnv
 from dpwise.strategies.traits import VISIBLE
-
-
-def cpu_cores() -> int:
-    """Cores this process may run on (Linux affinity), else every core of the machine."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-
-
-@dataclass(frozen=True, kw_only=True)
-class Hardware:
-    cuda_devices: int
-    cpu_cores: int
-
-    @classmethod
-    def detect(cls) -> Hardware:
-        import torch
-
-        cuda = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        return cls(cuda_devices=cuda, cpu_cores=cpu_cores())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,12 +28,6 @@ class RunPlan:
     @property
     def per_rank_batch(self) -> int:
         return self.config.batch_size // self.world_size
-
-
-def _nearest_multiples(value: int, k: int) -> str:
-    low = (value // k) * k
-    options = [str(m) for m in (low, low + k) if m > 0]
-    return " or ".join(options)
 
 
 def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
@@ -105,11 +81,7 @@ def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
             f"--nproc {nproc} asks for more GPU workers than the {hw.cuda_devices} GPUs this node "
             f"has; use --nproc {hw.cuda_devices} or fewer"
         )
-    if cfg.batch_size % world:
-        raise DpwiseError(
-            f"--batch-size {cfg.batch_size} is not divisible by world size {world}; "
-            f"use a multiple of {world} (e.g. {_nearest_multiples(cfg.batch_size, world)})"
-        )
+    check_batch_divides(cfg.batch_size, (world,))
     return RunPlan(
         config=cfg,
         device_type=device,

@@ -14,7 +14,7 @@ from typing import Any
 from dpwise import checkpoint
 from dpwise.atomic import remove_stale_temporaries
 from dpwise.config import TrainConfig
-from dpwise.env import DistEnv
+from dpwise.launch_env import DistEnv
 
 
 @dataclass(frozen=True)

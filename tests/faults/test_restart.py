@@ -81,9 +81,10 @@ def test_restartable_launches_give_each_attempt_its_own_store(monkeypatch, resta
     from torch.distributed import launcher
 
     from dpwise.config import TrainConfig
-    from dpwise.env import DistEnv
+    from dpwise.hardware import Hardware
     from dpwise.launch import launch
-    from dpwise.plan import Hardware, resolve
+    from dpwise.launch_env import DistEnv
+    from dpwise.plan import resolve
 
     seen = []
     monkeypatch.delenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", raising=False)
@@ -110,7 +111,7 @@ def test_static_rendezvous_refuses_restarts():
 def test_a_restart_without_a_checkpoint_of_this_launch_starts_again(tmp_path, userpkg):
     """A checkpoint another launch left in --out is not this run's: step 0 (or --resume's)."""
     from dpwise.config import TrainConfig
-    from dpwise.env import DistEnv
+    from dpwise.launch_env import DistEnv
     from dpwise.restart import attempt_for
     from helpers_train import train_here
 

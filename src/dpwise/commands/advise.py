@@ -85,7 +85,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpwise.advice import AdviseRequest, advise
+    from dpwise.advise.answer import AdviseRequest, advise
     from dpwise.config import parse_kv
     from dpwise.report.advise_text import render
 

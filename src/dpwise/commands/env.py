@@ -17,8 +17,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpwise import sysinfo
+    from dpwise import env_report
+    from dpwise.report.env_text import render
 
-    info = sysinfo.gather()
-    print(json.dumps(info, indent=2) if args.json else sysinfo.render(info))
+    info = env_report.gather()
+    print(json.dumps(info, indent=2) if args.json else render(info))
     return 0

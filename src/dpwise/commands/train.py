@@ -168,10 +168,11 @@ def check_resume(cfg, workload) -> None:
 def run(args: argparse.Namespace) -> int:
     from dpwise import outputs
     from dpwise.atomic import remove_stale_temporaries
-    from dpwise.env import DistEnv
+    from dpwise.hardware import Hardware
     from dpwise.launch import launch
-    from dpwise.plan import Hardware, resolve
-    from dpwise.runner import run_worker, worker_entry
+    from dpwise.launch_env import DistEnv
+    from dpwise.plan import resolve
+    from dpwise.train_worker import run_worker, worker_entry
     from dpwise.workload import workload_for
 
     if args.overwrite and args.resume is not None:

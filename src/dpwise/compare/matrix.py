@@ -3,13 +3,13 @@ strategy at the world sizes its traits call for (processes, or the GPUs one proc
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from dpwise import strategies
+from dpwise.batch_split import check_batch_divides
 from dpwise.compare.settings import CompareConfig
 from dpwise.errors import DpwiseError
-from dpwise.plan import Hardware
+from dpwise.hardware import Hardware
 from dpwise.strategies.traits import VISIBLE
 
 
@@ -68,22 +68,10 @@ def _runs(
     name: str, traits: strategies.Traits, sizes: tuple[int, ...], device: str, batch: int
 ) -> list[RunSpec]:
     if traits.multiprocess:  # one run per world size of processes
-        _check_divisible(batch, sizes)
+        check_batch_divides(batch, sizes, name_sizes=True)
         return [RunSpec(f"{name}-{w}", f"{name} × {w}", name, w, device) for w in sizes]
     if traits.devices == VISIBLE and device == "cuda":  # one process over the first k GPUs
         return [RunSpec(f"{name}-{k}", f"{name} × {k} GPUs", name, k, device) for k in sizes]
     if traits.devices == VISIBLE:  # no GPU to split over: the wrapper calls the module itself
         return [RunSpec(name, f"{name} (CPU pass-through)", name, 1, device)]
     return [RunSpec(name, name, name, 1, device)]
-
-
-def _check_divisible(batch: int, sizes: tuple[int, ...]) -> None:
-    bad = [w for w in sizes if batch % w]
-    if bad:
-        step = math.lcm(*sizes)
-        low = batch // step * step
-        options = " or ".join(str(m) for m in (low, low + step) if m > 0)
-        raise DpwiseError(
-            f"--batch-size {batch} is not divisible by world size {bad[0]}; use a multiple of "
-            f"{step} so every world size in {list(sizes)} divides it (e.g. {options})"
-        )

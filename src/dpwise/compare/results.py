@@ -20,7 +20,7 @@ from dpwise.compare.records import Run
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.verdict import claims, recommend
 from dpwise.diagnosis import Layer, ModelProbe, probe_workload
-from dpwise.plan import Hardware
+from dpwise.hardware import Hardware, gpu_names
 from dpwise.workload import BUILTINS, Workload, workload_for
 
 
@@ -85,11 +85,10 @@ def mark_ddp_options(runs: list[Run], options: dict[str, bool]) -> list[Run]:
 
 
 def environment(hw: Hardware, device_type: str, backend: str) -> dict[str, Any]:
-    names = [torch.cuda.get_device_name(i) for i in range(hw.cuda_devices)]
     return {
         "device_type": device_type,
         "gpus": hw.cuda_devices,
-        "gpu_names": names,
+        "gpu_names": gpu_names(hw.cuda_devices),
         "cpu_cores": hw.cpu_cores,
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),

@@ -20,9 +20,9 @@ from dpwise.compare.records import Run
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import RunFailed, TurnHost, raise_failure
 from dpwise.compare.worker import run_process
+from dpwise.hardware import Hardware
 from dpwise.interrupts import check as check_interrupted
 from dpwise.interrupts import terminate_raises
-from dpwise.plan import Hardware
 
 READY_TIMEOUT_S = 30 * 60  # start-up: import, data, process group
 TURN_TIMEOUT_S = 6 * 3600  # one repeat or one probe of one run

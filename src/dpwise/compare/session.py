@@ -17,8 +17,8 @@ from dpwise.compare.results import assemble
 from dpwise.compare.runner import run_all
 from dpwise.compare.settings import CompareConfig
 from dpwise.diagnosis import probe_workload
+from dpwise.hardware import Hardware
 from dpwise.outlock import first_missing, locked
-from dpwise.plan import Hardware
 from dpwise.report.files import write_reports
 from dpwise.report.terminal import CompareProgress, checks_table, summary_table, verdict_lines
 from dpwise.workload import workload_for

@@ -13,19 +13,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import torch
 import torch.distributed as dist
 
 from dpwise.compare.matrix import RunSpec
-from dpwise.compare.probe import Repeats, profiled_probe
+from dpwise.compare.measurement import Repeats, profiled_probe
 from dpwise.compare.records import DevicePeak, Memory, Run, Spread
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import TurnClient
-from dpwise.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.hardware import Hardware, configure_threads
 from dpwise.interrupts import release
 from dpwise.launch import launch, run_guarded
-from dpwise.plan import Hardware, RunPlan, resolve
+from dpwise.launch_env import DistEnv
+from dpwise.plan import RunPlan, resolve
 from dpwise.strategies import make_strategy, traits
 from dpwise.strategies.traits import VISIBLE
 from dpwise.workload import workload_for
@@ -52,14 +52,6 @@ def _local_group(spec: RunSpec, plan: RunPlan) -> bool:
         return False
     dist.init_process_group(plan.backend, store=dist.HashStore(), rank=0, world_size=1)
     return True
-
-
-def _threads(spec: RunSpec, cfg: CompareConfig) -> int:
-    if cfg.threads is not None:
-        torch.set_num_threads(cfg.threads)
-    elif spec.launched and "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(max(1, Hardware.detect().cpu_cores // spec.world_size))
-    return torch.get_num_threads()
 
 
 def run_process(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
@@ -90,7 +82,7 @@ def rank_entry(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
 
 def serve(spec: RunSpec, cfg: CompareConfig, client: TurnClient) -> None:
     env = DistEnv.from_environ()
-    threads = _threads(spec, cfg)
+    threads = configure_threads(cfg.threads, spec.world_size if spec.launched else 1)
     plan = _plan(spec, cfg, env)
     workload = workload_for(cfg)
     data = workload.load_data(cfg.seed)

@@ -15,7 +15,7 @@ from dpwise.errors import DpwiseError
 from dpwise.strategies.traits import Traits
 
 if TYPE_CHECKING:
-    from dpwise.env import DistEnv
+    from dpwise.launch_env import DistEnv
     from dpwise.plan import RunPlan
     from dpwise.strategies.base import Strategy
 

@@ -11,7 +11,7 @@ from torch import nn
 from dpwise.strategies.traits import Traits
 
 if TYPE_CHECKING:
-    from dpwise.env import DistEnv
+    from dpwise.launch_env import DistEnv
     from dpwise.plan import RunPlan
 
 

@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from dpwise.config import DEFAULT_TIMEOUT_S
-from dpwise.env import DistEnv
+from dpwise.launch_env import DistEnv
 from dpwise.strategies.ddp_guard import GuardedDDP
 from dpwise.strategies.traits import OWN, Traits
 

@@ -11,7 +11,7 @@ from dpwise.strategies.single import SingleStrategy
 from dpwise.strategies.traits import VISIBLE, Traits
 
 if TYPE_CHECKING:
-    from dpwise.env import DistEnv
+    from dpwise.launch_env import DistEnv
     from dpwise.plan import RunPlan
 
 CPU_PASS_THROUGH = (

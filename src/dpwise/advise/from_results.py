@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dpwise.advise import Recommendation, Situation, decide, launch_commands
+from dpwise.advise.rules import Recommendation, Situation, decide, launch_commands
 from dpwise.compare.document import Results
 from dpwise.compare.records import Run
 from dpwise.errors import DpwiseError

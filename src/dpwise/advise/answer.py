@@ -7,11 +7,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dpwise.advise import decide, situation
-from dpwise.advise_results import from_results
+from dpwise.advise.estimate import Settings, estimate_all, facts_dict, facts_from_count, model_facts
+from dpwise.advise.facts import Fact, as_dict, gather
+from dpwise.advise.from_results import from_results
+from dpwise.advise.rules import decide, situation
 from dpwise.errors import DpwiseError
-from dpwise.estimate import Settings, estimate_all, facts_dict, facts_from_count, model_facts
-from dpwise.facts import Fact, as_dict, gather
 from dpwise.workload import resolve_workload
 
 

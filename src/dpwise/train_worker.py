@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import sys
 from typing import Any
@@ -12,22 +11,14 @@ import torch
 from dpwise import __version__, outputs
 from dpwise.config import TrainConfig
 from dpwise.engine import Trained, train
-from dpwise.env import DistEnv
+from dpwise.hardware import Hardware, configure_threads
 from dpwise.launch import arm_teardown_watchdog, disarm_teardown_watchdog, run_guarded
-from dpwise.plan import Hardware, RunPlan, resolve
+from dpwise.launch_env import DistEnv
+from dpwise.plan import RunPlan, resolve
 from dpwise.report.train_text import epoch_line, summary_lines
 from dpwise.restart import attempt_for
 from dpwise.strategies import make_strategy
 from dpwise.workload import workload_for
-
-
-def configure_threads(plan: RunPlan, env: DistEnv, hw: Hardware) -> int:
-    """Threads per process: cores ÷ local workers, unless --threads or OMP_NUM_THREADS says."""
-    if plan.config.threads is not None:
-        torch.set_num_threads(plan.config.threads)
-    elif "OMP_NUM_THREADS" not in os.environ and plan.nproc_per_node > 1:
-        torch.set_num_threads(max(1, hw.cpu_cores // plan.nproc_per_node))
-    return torch.get_num_threads()
 
 
 def _print(line: str) -> None:
@@ -52,9 +43,8 @@ def build_metrics(plan: RunPlan, result: dict[str, Any]) -> dict[str, Any]:
 def run_worker(cfg: TrainConfig) -> dict[str, Any] | None:
     """Train in this process (a DDP worker or the only process). Rank 0 returns metrics."""
     env = DistEnv.from_environ()
-    hw = Hardware.detect()
-    plan = resolve(cfg, hw, env)
-    configure_threads(plan, env, hw)
+    plan = resolve(cfg, Hardware.detect(), env)
+    configure_threads(cfg.threads, plan.nproc_per_node)
     workload = workload_for(cfg)
     attempt = attempt_for(cfg, env)
     if attempt.notice is not None and env.is_main:

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise.footprint import footprint
+from dpwise.advise.footprint import footprint
 from dpwise.workload import Workload
 
 STRATEGIES = ("single", "dp", "ddp", "fsdp")
@@ -33,7 +33,7 @@ class ModelFacts:
     fixed_bytes: float  # what the measured step adds beyond model states at batch 0
     input_bytes_per_sample: int
     output_bytes_per_sample: int
-    method: str  # "measured-cpu", "meta-trace" or "parameter-count" (see dpwise.footprint)
+    method: str  # "measured-cpu", "meta-trace" or "parameter-count" (see dpwise.advise.footprint)
     reason: str = ""  # which path was taken and why
     floor_bytes: float = 0.0  # the batch-dependent part never falls below this
 
@@ -57,10 +57,6 @@ def fsdp_units(model: nn.Module) -> tuple[int, int]:
     inner = {id(p) for b in blocks for p in b.parameters()}
     root = sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in inner)
     return max([root, *(_bytes(b) for b in blocks)]), len(blocks) + (1 if root else 0)
-
-
-def largest_unit(model: nn.Module) -> int:
-    return fsdp_units(model)[0]
 
 
 def _states(model: nn.Module) -> tuple[int, int, int, int, int]:

@@ -11,7 +11,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from dpwise.facts import Fact
+from dpwise.advise.facts import Fact
 from dpwise.units import size
 
 HEADROOM = 0.9  # a device is "full" at 90 % of its memory: allocator fragmentation, CUDA context

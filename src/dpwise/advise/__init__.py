@@ -1,0 +1,9 @@
+"""`dpwise advise`: facts about the machine and the job, a per-device memory estimate, the rules.
+
+- ``facts``: what dpwise knows (given, detected or assumed), one Fact each
+- ``footprint``: what one training step holds beyond the model states (measured or traced)
+- ``estimate``: the per-device memory estimate of each strategy, with its breakdown
+- ``rules``: the decision rules, a Situation in and a Recommendation out
+- ``from_results``: the answer from `dpwise compare`'s measurements (``--from``)
+- ``answer``: the request and the orchestration: facts, estimate, rules or measurements
+"""

@@ -1,0 +1,111 @@
+"""The machine a process runs on: CUDA devices, CPU cores, PyTorch's threads. The only place that
+asks PyTorch or the operating system about them, and the only place that sets the thread count.
+
+Torch-free at import (compare imports this before its fork server has imported torch).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (Linux affinity), else every core of the machine."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def cpu_count() -> int | None:
+    """Every core of the machine, whether this process may use it or not."""
+    return os.cpu_count()
+
+
+def cuda_devices() -> int:
+    """CUDA devices PyTorch sees (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def gpus() -> list[dict[str, Any]]:
+    """Each visible CUDA device: index, name, memory in bytes, compute capability."""
+    import torch
+
+    out = []
+    for i in range(cuda_devices()):
+        props = torch.cuda.get_device_properties(i)
+        out.append(
+            {
+                "index": i,
+                "name": props.name,
+                "memory_bytes": props.total_memory,
+                "capability": f"{props.major}.{props.minor}",
+            }
+        )
+    return out
+
+
+def gpu_names(count: int) -> list[str]:
+    """The names of the first ``count`` CUDA devices."""
+    import torch
+
+    return [torch.cuda.get_device_name(i) for i in range(count)]
+
+
+def smallest_gpu_memory_gib() -> float | None:
+    """The memory of the smallest visible GPU in GiB (1024³ bytes); None without one."""
+    sizes = [g["memory_bytes"] for g in gpus()]
+    return min(sizes) / 1024**3 if sizes else None
+
+
+def peer_access() -> bool | None:
+    """True when every GPU pair can access each other's memory directly (NVLink or PCIe P2P)."""
+    import torch
+
+    n = cuda_devices()
+    if n < 2:
+        return None
+    return all(
+        torch.cuda.can_device_access_peer(i, j) for i in range(n) for j in range(n) if i != j
+    )
+
+
+def backend_available(backend: str) -> bool:
+    """Whether this PyTorch build has the ``nccl`` or ``gloo`` process-group backend."""
+    import torch.distributed as dist
+
+    check = {"nccl": "is_nccl_available", "gloo": "is_gloo_available"}[backend]
+    return dist.is_available() and getattr(dist, check)()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hardware:
+    """What a run plan needs to know about the machine."""
+
+    cuda_devices: int
+    cpu_cores: int
+
+    @classmethod
+    def detect(cls) -> Hardware:
+        return cls(cuda_devices=cuda_devices(), cpu_cores=cpu_cores())
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def configure_threads(threads: int | None, workers_per_node: int) -> int:
+    """Threads of this process: ``threads`` when given (--threads); else, when several workers
+    share this node and OMP_NUM_THREADS does not say, the cores divided among them. Returns the
+    count PyTorch then uses."""
+    import torch
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    elif "OMP_NUM_THREADS" not in os.environ and workers_per_node > 1:
+        torch.set_num_threads(max(1, cpu_cores() // workers_per_node))
+    return torch.get_num_threads()

@@ -31,17 +31,28 @@ class LiveRun:
         )
         self.lines: list[str] = []
         self.stderr = ""
+        # One reader per pipe, for the whole run: nothing else reads them (a `communicate()` in
+        # `finish` would race the stdout reader for the same file and close it under it).
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        self._err_reader = threading.Thread(target=self._read_err, daemon=True)
+        self._err_reader.start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
             self.lines.append(line)
 
+    def _read_err(self) -> None:
+        self.stderr = self.proc.stderr.read()
+
+    def _stderr_after_exit(self) -> str:
+        self._err_reader.join(timeout=10)
+        return self.stderr
+
     def wait_for(self, predicate, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while not predicate():
-            assert self.proc.poll() is None, f"ended before {what}: {self.proc.stderr.read()}"
+            assert self.proc.poll() is None, f"ended before {what}: {self._stderr_after_exit()}"
             assert time.monotonic() < deadline, f"no {what} within {timeout} s"
             time.sleep(0.1)
 
@@ -59,9 +70,11 @@ class LiveRun:
 
     def finish(self, timeout: float) -> int:
         try:
-            _, self.stderr = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         finally:
             self.kill()
+        self._reader.join(timeout=10)
+        self._stderr_after_exit()
         return self.proc.returncode
 
     def kill(self) -> None:

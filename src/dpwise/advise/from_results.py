@@ -9,6 +9,7 @@ from dpwise.advise.rules import Recommendation, Situation, decide, launch_comman
 from dpwise.compare.document import Results
 from dpwise.compare.records import Run
 from dpwise.errors import DpwiseError
+from dpwise.strategies import reference
 from dpwise.units import sci, size
 
 RERUN = "a quieter machine or more repeats: run dpwise compare again, then dpwise advise --from"
@@ -45,7 +46,7 @@ def run_warnings(results: Results, run: Run) -> list[str]:
     ]
     tolerance = results.workload.get("tolerance")
     diff = run.max_param_diff_vs_single
-    if run.id != "single" and tolerance is not None and diff is not None and diff > tolerance:
+    if run.id != reference() and tolerance is not None and diff is not None and diff > tolerance:
         out.append(
             f"{run.label} did not reproduce the single-process run: its parameters differ by "
             f"up to {sci(diff)} (tolerance {sci(tolerance)}); it trains a different model until "

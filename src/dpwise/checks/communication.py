@@ -5,6 +5,7 @@ from __future__ import annotations
 from dpwise.checks.base import Check, CheckContext, CheckResult
 from dpwise.checks.thresholds import BYTES_TOLERANCE, EXPOSED_SHARE_LIMIT
 from dpwise.compare.records import Run
+from dpwise.strategies import traits
 from dpwise.units import mib, pct
 
 NAME = "communication"
@@ -45,7 +46,7 @@ def _row(r: Run) -> list[str]:
 
 
 def evaluate(ctx: CheckContext) -> CheckResult:
-    ddp = [r for r in ctx.runs if r.strategy == "ddp" and r.communication]
+    ddp = [r for r in ctx.runs if traits(r.strategy).process_group and r.communication]
     measured = [r for r in ddp if r.world_size > 1 and "exposed_share" in r.communication]
     table = {"columns": COLUMNS, "rows": [_row(r) for r in ddp]}
     if not measured:

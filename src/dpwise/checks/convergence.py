@@ -16,6 +16,7 @@ from dpwise.compare.records import Run
 from dpwise.diagnosis.layers import group
 from dpwise.diagnosis.unused import REDUCTION_ERROR
 from dpwise.finite import Divergence
+from dpwise.strategies import reference, traits
 from dpwise.units import rate, sci
 
 NAME = "convergence"
@@ -23,7 +24,7 @@ NAME = "convergence"
 
 def evaluate(ctx: CheckContext) -> CheckResult:
     runs, tolerance, why = list(ctx.runs), ctx.tolerance, ctx.diagnosis
-    others = [r for r in runs if r.id != "single"]
+    others = [r for r in runs if r.id != reference()]
     diffs = {r.id: r.max_param_diff_vs_single for r in others}
     rows = [[r.label, _diff_text(r), _loss_text(r.losses[-1])] for r in runs if r.losses]
     table = {"columns": ["run", "max |Δparam| vs single", "final loss"], "rows": rows}
@@ -101,7 +102,7 @@ def _diverged(
         f"{', '.join(r.label for r in bad)} diverged: the loss became non-finite ({at}); "
         "non-finite parameters cannot be compared with single"
     )
-    healthy = [r for r in runs if r.id != "single" and all(r is not b for b in bad)]
+    healthy = [r for r in runs if r.id != reference() and all(r is not b for b in bad)]
     if any(runs[0] is b for b in bad):
         rest = "single is the reference, so no run could be compared with it."
     elif healthy:
@@ -193,8 +194,8 @@ def ddp_options_note(runs: list[Run], why: Diagnosis) -> str:
         f'the option DDP stops at the next step ("{REDUCTION_ERROR} …"); with it DDP searches '
         "the autograd graph after every forward for the parameters the loss did not reach."
     )
-    single = next((r for r in runs if r.id == "single"), None)
-    one = next((r for r in runs if r.strategy == "ddp" and r.world_size == 1), None)
+    single = next((r for r in runs if r.id == reference()), None)
+    one = next((r for r in runs if traits(r.strategy).process_group and r.world_size == 1), None)
     if single is None or one is None:
         return text
     ratio = median_rate(single) / median_rate(one)

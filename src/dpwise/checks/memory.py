@@ -7,6 +7,7 @@ from typing import Any
 from dpwise.checks.base import Check, CheckContext, CheckResult, peak
 from dpwise.checks.thresholds import HALF_MEMORY
 from dpwise.compare.records import Run
+from dpwise.strategies import one_process_many_devices, one_process_per_device
 from dpwise.units import gib, mib
 
 WINDOW = (
@@ -80,8 +81,7 @@ def _memory_rows(runs: list[Run]) -> list[list[str]]:
 
 
 def _pair_for_memory(runs: list[Run]) -> tuple[Run | None, Run | None]:
-    dps = [r for r in runs if r.strategy == "dp"]
-    ddps = [r for r in runs if r.strategy == "ddp"]
+    dps, ddps = one_process_many_devices(runs), one_process_per_device(runs)
     if not dps or not ddps:
         return None, None
     sizes = {r.world_size for r in dps if r.world_size > 1} & {r.world_size for r in ddps}

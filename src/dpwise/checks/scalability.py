@@ -5,6 +5,7 @@ from __future__ import annotations
 from dpwise.checks.base import Check, CheckContext, CheckResult, median_rate
 from dpwise.checks.thresholds import SCALING_FLOOR
 from dpwise.compare.records import Run
+from dpwise.strategies import traits
 from dpwise.units import pct, rate
 
 NAME = "scalability"
@@ -12,7 +13,7 @@ NAME = "scalability"
 
 def evaluate(ctx: CheckContext) -> CheckResult:
     runs, device_type, cores = list(ctx.runs), ctx.device_type, ctx.cpu_cores
-    ddp = sorted((r for r in runs if r.strategy == "ddp"), key=lambda r: r.world_size)
+    ddp = sorted((r for r in runs if traits(r.strategy).multiprocess), key=lambda r: r.world_size)
     rows = [
         [
             str(r.world_size),

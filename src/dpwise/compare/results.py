@@ -21,6 +21,7 @@ from dpwise.compare.settings import CompareConfig
 from dpwise.compare.verdict import claims, recommend
 from dpwise.diagnosis import Layer, ModelProbe, probe_workload
 from dpwise.hardware import Hardware, gpu_names
+from dpwise.strategies import one_process_many_devices, one_process_per_device, traits
 from dpwise.workload import BUILTINS, Workload, workload_for
 
 
@@ -49,8 +50,8 @@ def derive(out: Path, runs: list[Run]) -> tuple[list[Run], float | None]:
         )
         for r in runs
     ]
-    dps = [r.id for r in runs if r.strategy == "dp"]
-    ddps = [r.id for r in runs if r.strategy == "ddp"]
+    dps = [r.id for r in one_process_many_devices(runs)]
+    ddps = [r.id for r in one_process_per_device(runs)]
     pairs = [max_abs_diff(states[a], states[b]) for a, b in product(dps, ddps)]
     return derived, (max(pairs) if pairs else None)
 
@@ -81,7 +82,10 @@ def diagnose(
 
 def mark_ddp_options(runs: list[Run], options: dict[str, bool]) -> list[Run]:
     """The runs, each ddp run with what it passed to DistributedDataParallel."""
-    return [replace(r, ddp_options=dict(options)) if r.strategy == "ddp" else r for r in runs]
+    return [
+        replace(r, ddp_options=dict(options)) if options.keys() & traits(r.strategy).options else r
+        for r in runs
+    ]
 
 
 def environment(hw: Hardware, device_type: str, backend: str) -> dict[str, Any]:

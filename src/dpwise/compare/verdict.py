@@ -12,6 +12,7 @@ from dpwise.checks.communication import stalled
 from dpwise.checks.speed import drifted
 from dpwise.checks.thresholds import CONFIDENCE, EXPOSED_SHARE_LIMIT, HALF_MEMORY, NEAR_LINEAR
 from dpwise.compare.records import Run
+from dpwise.strategies import one_process_many_devices, one_process_per_device
 from dpwise.units import pct, rate, sci
 
 GUIDE = "guide"
@@ -122,7 +123,7 @@ def _agreement(runs: list[Run], tolerance: float, known_cause: str | None) -> st
 
 
 def _cpu_reason(runs: list[Run]) -> str:
-    ddp = [r for r in runs if r.strategy == "ddp" and r.world_size > 1]
+    ddp = [r for r in one_process_per_device(runs) if r.world_size > 1]
     if not ddp:
         return "this machine has no GPU: every run used the CPU"
     top = max(ddp, key=lambda r: r.world_size)
@@ -171,8 +172,8 @@ def _memory_claim(check: CheckResult, env: dict[str, Any]) -> dict[str, str]:
 def _faster_claim(runs: list[Run], gpus: int) -> dict[str, str]:
     text = "DDP finishes faster than DataParallel, especially on > 4 GPUs"
     src = f"{GUIDE}: Validation Checklist 3"
-    dp = {r.world_size: r for r in runs if r.strategy == "dp"}
-    ddp = {r.world_size: r for r in runs if r.strategy == "ddp"}
+    dp = {r.world_size: r for r in one_process_many_devices(runs)}
+    ddp = {r.world_size: r for r in one_process_per_device(runs)}
     common = sorted((set(dp) & set(ddp)) - {1})
     if gpus == 0:
         return _claim(text, src, "–", "cannot be tested", "no GPU: DataParallel is a pass-through")
@@ -248,8 +249,8 @@ def _sync_points_claim(runs: list[Run], gpus: int) -> dict[str, str]:
     src = f"{GUIDE}: Validation Checklist 4"
     if not gpus:
         return _claim(text, src, "–", "cannot be tested", "device sync points exist only on GPUs")
-    dp = {r.world_size: r for r in runs if r.strategy == "dp"}
-    ddp = {r.world_size: r for r in runs if r.strategy == "ddp"}
+    dp = {r.world_size: r for r in one_process_many_devices(runs)}
+    ddp = {r.world_size: r for r in one_process_per_device(runs)}
     common = sorted(w for w in set(dp) & set(ddp) if w > 1)
     if not common:
         return _claim(

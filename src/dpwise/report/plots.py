@@ -31,6 +31,7 @@ from dpwise.report.plotkit import (
     run_ticks,
     style_axes,
 )
+from dpwise.strategies import reference
 
 MEMORY_TITLES = {
     "cpu_live_tensors": "Peak live tensor memory per process",
@@ -100,7 +101,7 @@ def _scaling_series(runs: list[Run]) -> dict[str, list[tuple[int, float]]]:
 
 def _single_baseline(runs: list[Run]) -> float | None:
     for run in runs:
-        if run.strategy == "single" and run.world_size == 1:
+        if run.strategy == reference() and run.world_size == 1:
             return num(run.samples_per_s.median)
     return None
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dpwise.errors import DpwiseError
-from dpwise.strategies.traits import Traits
+from dpwise.strategies.traits import VISIBLE, Traits
 
 if TYPE_CHECKING:
     from dpwise.launch_env import DistEnv
@@ -85,3 +85,15 @@ def make_strategy(plan: RunPlan, env: DistEnv) -> Strategy:
 register("single", "dpwise.strategies.single:SingleStrategy")
 register("dp", "dpwise.strategies.dp:DataParallelStrategy")
 register("ddp", "dpwise.strategies.ddp:DDPStrategy")
+
+
+def one_process_many_devices(runs):  # type: ignore[no-untyped-def]
+    """Runs of a one-process strategy that drives every visible device (DataParallel's kind):
+    one side of the guide's DataParallel-versus-DDP claims."""
+    return [r for r in runs if traits(r.strategy).devices == VISIBLE]
+
+
+def one_process_per_device(runs):  # type: ignore[no-untyped-def]
+    """Runs of a strategy with a process per device and a process group (DDP's kind): the other
+    side of those claims."""
+    return [r for r in runs if traits(r.strategy).multiprocess and traits(r.strategy).process_group]

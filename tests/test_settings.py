@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,12 @@ def test_choices_are_checked_at_construction_too():
         TrainConfig(loss="l1")
     with pytest.raises(DpwiseError, match="--goal 'fast' is not one of prototype, production"):
         AdviseRequest(goal="fast")
+
+
+def test_a_compare_run_gets_every_setting_compare_shares_with_train():
+    given = {"model_args": {"layers": 2}, "epochs": 3, "lr": 0.5, "threads": 1, "timeout": 9.0}
+    given |= {"max_steps": 4, "precision": "bf16", "optimizer": "adamw", "seed": 7}
+    given |= {"device": "cpu", "batch_size": 128, "loss": "mse", "data": "synthetic"}
+    run = CompareConfig(**given, out=Path("report")).train_config("single", None)
+    assert {name: getattr(run, name) for name in given} == given
+    assert run.out is None and run.quiet  # compare's report folder is not a run's

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,11 @@ def _warm_up_and_one(flag: str, value: int) -> None:
 def _positive_sizes(flag: str, value: tuple[int, ...] | None) -> None:
     if value is not None and min(value) < 1:
         raise DpwiseError(f"{flag} must be positive, got {value}")
+
+
+# Settings of compare's own that mean something else in a run: the report folder, the progress
+# display, and find_unused_parameters (passed only to the strategies that take it).
+NOT_PASSED_TO_RUNS = {"out", "quiet", "find_unused_parameters"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,27 +117,15 @@ class CompareConfig(WorkloadSettings):
         validate(self)
 
     def train_config(self, strategy: str, nproc: int | None) -> TrainConfig:
-        """The TrainConfig of one run: the same workload and hyper-parameters for every strategy.
-        ``nproc``: the run's processes, for a multi-process strategy (ignored otherwise)."""
+        """The TrainConfig of one run: the same workload and hyper-parameters for every strategy
+        (every setting the two share, but those below). ``nproc``: the run's processes, for a
+        multi-process strategy (ignored otherwise)."""
         traits = registry.traits(strategy)
+        own = {f.name for f in fields(TrainConfig)} - NOT_PASSED_TO_RUNS
         return TrainConfig(
-            model=self.model,
-            model_args=self.model_args,
-            data=self.data,
-            data_args=self.data_args,
-            loss=self.loss,
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name in own},
             strategy=strategy,
             nproc=nproc if traits.multiprocess else None,
-            device=self.device,
-            epochs=self.epochs,
-            max_steps=self.max_steps,
-            threads=self.threads,
-            timeout=self.timeout,
-            batch_size=self.batch_size,
-            lr=self.lr,
-            optimizer=self.optimizer,
-            precision=self.precision,
-            seed=self.seed,
             find_unused_parameters=self.find_unused_parameters
             and "find_unused_parameters" in traits.options,
             quiet=True,

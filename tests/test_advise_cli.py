@@ -78,6 +78,7 @@ def test_from_results_takes_precedence(tmp_path, capsys):
         (["--nodes", "0"], "--nodes must be at least 1"),
         (["--params", "0"], "--params must be at least 1"),
         (["--device-memory", "0"], "--device-memory must be positive"),
+        (["--momentum", "-0.9"], "--momentum must be at least 0.0, got -0.9"),  # train's check
         (["--precision", "fp8"], "invalid choice: 'fp8'"),
         (["--model", "nosuch.mod:f", "--data", "x:y"], "cannot import nosuch.mod"),
         (["--model", "simple", "--params", "10"], "give --model or --params, not both"),

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from dpwise import strategies
 from dpwise.errors import DpwiseError
+from dpwise.settings import at_least, finite, positive, setting, validate
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "adamw")
@@ -53,92 +53,149 @@ def _literal(raw: str) -> Any:
     return raw
 
 
-def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise DpwiseError(f"{name} {value!r} is not one of {', '.join(choices)}")
-
-
-def check_timeout(value: float) -> None:
+def _timeout(flag: str, value: float) -> None:
     """--timeout: seconds, at least 1 (gloo and NCCL need time to connect), at most a week."""
     if not 1 <= value <= MAX_TIMEOUT_S:  # also refuses nan
         raise DpwiseError(
-            f"--timeout must be a number of seconds from 1 to {MAX_TIMEOUT_S:.0f}, got {value}; "
-            f"e.g. --timeout {DEFAULT_TIMEOUT_S:.0f}"
+            f"{flag} must be a number of seconds from 1 to {MAX_TIMEOUT_S:.0f}, got {value}; "
+            f"e.g. {flag} {DEFAULT_TIMEOUT_S:.0f}"
         )
 
 
-def _at_least(name: str, value: int | float | None, low: int | float) -> None:
-    if value is not None and not value >= low:  # NaN is not at least anything
-        raise DpwiseError(f"{name} must be at least {low}, got {value}")
-
-
-def finite(name: str, value: float, example: str) -> None:
-    """A real number: inf or nan would make every weight non-finite at the first step."""
-    if not math.isfinite(value):
-        raise DpwiseError(f"{name} must be a finite number, got {value}; e.g. {name} {example}")
+MODEL_HELP = (
+    "simple | cnn | transformer | torchvision:NAME | timm:NAME | transformers:TYPE-or-Class | "
+    "pkg.mod:factory (library models start from fresh weights; nothing is downloaded)"
+)
+DATA_HELP = (
+    "pkg.mod:factory returning (inputs, targets), a dict of tensors or a Dataset; or 'synthetic' "
+    "(--data-arg shape=3x224x224 classes=10 | vocab=V seq_len=T | outputs=K, samples=N). "
+    "Default: the built-in model's data, else synthetic data inferred from the model"
+)
+LOSS_HELP = (
+    "auto (default): the model's own loss when it returns one, cross-entropy for class labels, "
+    "token-cross-entropy for (batch, tokens) labels, mse for real-valued targets"
+)
+TIMEOUT_HELP = (
+    "ddp: seconds a collective waits for a peer before the run fails (default "
+    f"{DEFAULT_TIMEOUT_S:.0f}: room for rank 0 to write a multi-GB checkpoint while the others "
+    "wait); a worker that stays stopped this long is killed and named"
+)
+WORKLOAD_SETTINGS = ("model", "model_args", "data", "data_args", "loss")
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainConfig:
+class WorkloadSettings:
+    """The workload flags every command that builds a model takes (train, compare, advise)."""
+
+    model: str = setting("simple", help=MODEL_HELP)
+    model_args: dict[str, Any] = setting(
+        factory=dict,
+        flag="--model-arg",
+        parse=parse_kv,
+        action="append",
+        metavar="KEY=VALUE",
+        help="factory argument",
+    )
+    data: str | None = setting(None, help=DATA_HELP)
+    data_args: dict[str, Any] = setting(
+        factory=dict,
+        flag="--data-arg",
+        parse=parse_kv,
+        action="append",
+        metavar="KEY=VALUE",
+        help="e.g. samples=20000",
+    )
+    loss: str = setting("auto", choices=LOSSES, help=LOSS_HELP)
+
+
+def _path(raw: Any, flag: str) -> Path:
+    return Path(raw)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig(WorkloadSettings):
     """One training run: workload, strategy, launch and hyper-parameters.
 
     ``batch_size`` is the GLOBAL batch of one micro-step: every strategy trains on the same rows.
+    Each field is a setting (dpwise.settings): its flag, help and checks are declared here once.
     """
 
-    model: str = "simple"
-    model_args: dict[str, Any] = field(default_factory=dict)
-    data: str | None = None
-    data_args: dict[str, Any] = field(default_factory=dict)
-    loss: str = "auto"
-    strategy: str = "single"
-    nproc: int | None = None
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str | None = None
-    rdzv_backend: str = "c10d"
-    rdzv_id: str = "dpwise"
-    max_restarts: int = 0
-    timeout: float = DEFAULT_TIMEOUT_S  # seconds a collective waits for a peer (ddp)
-    device: str = "auto"
-    backend: str = "auto"
-    epochs: int = 2
-    max_steps: int | None = None
-    batch_size: int = 256
-    lr: float = 0.01
-    optimizer: str = "sgd"
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    seed: int = 0
-    precision: str = "fp32"
-    accum_steps: int = 1
-    threads: int | None = None
-    out: Path | None = None
-    checkpoint_every: int | None = None
-    resume: Path | None = None
-    find_unused_parameters: bool = False  # DDP: allow parameters the loss does not reach
-    static_graph: bool = False  # DDP: the same parameters are used (or not) in every step
-    quiet: bool = False
+    strategy: str = setting("single", choices=strategies.names)
+    nproc: int | None = setting(
+        None, type=int, checks=[at_least(1)], help="ddp workers per node (default: GPUs, else 2)"
+    )
+    nnodes: int = setting(
+        1, type=int, checks=[at_least(1)], help="nodes (multi-node needs rendezvous)"
+    )
+    node_rank: int = setting(
+        0, type=int, checks=[at_least(0)], help="this node's rank (static rdzv)"
+    )
+    rdzv_endpoint: str | None = setting(None, help="HOST:PORT of the c10d rendezvous (multi-node)")
+    rdzv_backend: str = setting("c10d", choices=RDZV_BACKENDS)
+    rdzv_id: str = setting("dpwise", help="job id shared by every node of one job")
+    max_restarts: int = setting(
+        0,
+        type=int,
+        checks=[at_least(0)],
+        metavar="N",
+        help="when a worker dies, restart all of them up to N times; they resume from the run's "
+        "latest checkpoint (--checkpoint-every)",
+    )
+    # seconds a collective waits for a peer (ddp)
+    timeout: float = setting(
+        DEFAULT_TIMEOUT_S, type=float, checks=[_timeout], metavar="SECONDS", help=TIMEOUT_HELP
+    )
+    device: str = setting("auto", choices=DEVICES, help="auto: CUDA when present")
+    backend: str = setting("auto", choices=BACKENDS, help="auto: nccl on CUDA")
+    epochs: int = setting(2, type=int, checks=[at_least(1)])
+    max_steps: int | None = setting(
+        None, type=int, checks=[at_least(1)], help="stop after this many optimizer steps"
+    )
+    batch_size: int = setting(
+        256, type=int, checks=[at_least(1)], help="GLOBAL batch per micro-step"
+    )
+    lr: float = setting(0.01, type=float, checks=[finite("0.01"), positive])
+    optimizer: str = setting("sgd", choices=OPTIMIZERS)
+    momentum: float = setting(
+        0.0, type=float, checks=[at_least(0.0), finite("0.9")], help="SGD momentum"
+    )
+    weight_decay: float = setting(0.0, type=float, checks=[at_least(0.0), finite("0.01")])
+    seed: int = setting(0, type=int, help="data, initial weights and order")
+    precision: str = setting("fp32", choices=PRECISIONS, help="autocast dtype")
+    accum_steps: int = setting(
+        1, type=int, checks=[at_least(1)], help="micro-steps per optimizer step"
+    )
+    threads: int | None = setting(
+        None, type=int, checks=[at_least(1)], help="CPU threads per process (default: cores/nproc)"
+    )
+    out: Path | None = setting(None, type=Path, help="folder for final.pt and metrics.json")
+    checkpoint_every: int | None = setting(
+        None, type=int, checks=[at_least(1)], metavar="N", help="checkpoint every N steps"
+    )
+    resume: Path | None = setting(
+        None,
+        parse=_path,
+        nargs="?",
+        const="auto",
+        metavar="PATH",
+        help="continue from a checkpoint (default: OUT/checkpoint.pt)",
+    )
+    # DDP: allow parameters the loss does not reach
+    find_unused_parameters: bool = setting(
+        False,
+        action="store_true",
+        help="ddp: allow parameters that get no gradient in some steps (skipped blocks, routes)",
+    )
+    # DDP: the same parameters are used (or not) in every step
+    static_graph: bool = setting(
+        False,
+        action="store_true",
+        help="ddp: the same parameters are used (or unused) in every step; cheaper than the above",
+    )
+    quiet: bool = setting(False, action="store_true", help="print nothing but errors")
 
     def __post_init__(self) -> None:
-        _choice("--strategy", self.strategy, strategies.names())
-        _choice("--precision", self.precision, PRECISIONS)
-        _choice("--optimizer", self.optimizer, OPTIMIZERS)
-        _choice("--device", self.device, DEVICES)
-        _choice("--backend", self.backend, BACKENDS)
-        _choice("--rdzv-backend", self.rdzv_backend, RDZV_BACKENDS)
-        for name in ("nproc", "nnodes", "epochs", "max_steps", "batch_size", "accum_steps"):
-            _at_least(f"--{name.replace('_', '-')}", getattr(self, name), 1)
-        for name in ("threads", "checkpoint_every"):
-            _at_least(f"--{name.replace('_', '-')}", getattr(self, name), 1)
-        _at_least("--node-rank", self.node_rank, 0)
-        _at_least("--max-restarts", self.max_restarts, 0)
-        check_timeout(self.timeout)
-        _at_least("--momentum", self.momentum, 0.0)
-        _at_least("--weight-decay", self.weight_decay, 0.0)
-        for name, example in (("lr", "0.01"), ("momentum", "0.9"), ("weight_decay", "0.01")):
-            finite(f"--{name.replace('_', '-')}", getattr(self, name), example)
-        if not self.lr > 0:
-            raise DpwiseError(f"--lr must be positive, got {self.lr}")
+        validate(self)
         self._check_strategy_fits()
         if self.nnodes > 1 and not self.rdzv_endpoint:
             raise DpwiseError(

@@ -5,5 +5,6 @@
 - ``estimate``: the per-device memory estimate of each strategy, with its breakdown
 - ``rules``: the decision rules, a Situation in and a Recommendation out
 - ``from_results``: the answer from `dpwise compare`'s measurements (``--from``)
-- ``answer``: the request and the orchestration: facts, estimate, rules or measurements
+- ``request``: AdviseRequest, the scenario: each field one `dpwise advise` flag
+- ``answer``: the orchestration: facts, estimate, rules or measurements
 """

@@ -3,49 +3,17 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from dpwise.advise.estimate import Settings, estimate_all, facts_dict, facts_from_count, model_facts
 from dpwise.advise.facts import Fact, as_dict, gather
 from dpwise.advise.from_results import from_results
+from dpwise.advise.request import AdviseRequest
 from dpwise.advise.rules import decide, situation
 from dpwise.errors import DpwiseError
 from dpwise.workload import resolve_workload
-
-
-@dataclass(frozen=True, kw_only=True)
-class AdviseRequest:
-    gpus: int | None = None
-    nodes: int | None = None
-    model: str | None = None
-    model_args: dict[str, Any] | None = None
-    data: str | None = None
-    data_args: dict[str, Any] | None = None
-    loss: str = "auto"
-    params: int | None = None
-    batch_size: int | None = None
-    precision: str | None = None
-    optimizer: str | None = None
-    momentum: float = 0.0
-    goal: str | None = None
-    device_memory: float | None = None
-    from_results: Path | None = None
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("gpus",):
-            if getattr(self, name) is not None and getattr(self, name) < 0:
-                raise DpwiseError(f"--{name} must be 0 or more, got {getattr(self, name)}")
-        for name in ("nodes", "params", "batch_size"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise DpwiseError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-        if self.device_memory is not None and not self.device_memory > 0:
-            raise DpwiseError(f"--device-memory must be positive (GiB), got {self.device_memory}")
-        if self.model is not None and self.params is not None:
-            raise DpwiseError("give --model or --params, not both")
 
 
 def load_results(path: Path) -> dict[str, Any]:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import UserString
-from pathlib import Path
 
-from dpwise import strategies
-from dpwise.commands.common import add_timeout_arg, add_workload_args
-from dpwise.config import DEVICES, OPTIMIZERS, PRECISIONS
+from dpwise.commands.common import add_workload_args
+from dpwise.compare.settings import CompareConfig
+from dpwise.settings import add_settings, from_args
 
 HELP = "run single, dp and ddp side by side and check the guide's claims"
 
@@ -48,72 +47,35 @@ input. The report (report.html, report.md, results.json, plots, traces) goes to 
 """
 
 
+RUNS = (
+    "strategies",
+    "world_sizes",
+    "device",
+    "epochs",
+    "repeats",
+    "batch_size",
+    "precision",
+    "optimizer",
+    "lr",
+    "seed",
+    "tolerance",
+    "max_steps",
+    "threads",
+    "find_unused_parameters",
+    "profile_steps",
+    "timeout",
+)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_workload_args(p)
-    r = p.add_argument_group("runs")
-    r.add_argument(
-        "--strategies", default=",".join(strategies.names()), help="comma-separated (default: all)"
-    )
-    r.add_argument("--world-sizes", help="e.g. 1,2,4 (default: 1,2 on CPU; 1,2,4… GPUs on GPU)")
-    r.add_argument("--device", default="auto", choices=DEVICES)
-    r.add_argument("--epochs", type=int, default=5, help="epochs per repeat (first is warm-up)")
-    r.add_argument("--repeats", type=int, default=12, help="timed repeats per run")
-    r.add_argument("--batch-size", type=int, default=256, help="GLOBAL batch")
-    r.add_argument("--precision", default="fp32", choices=PRECISIONS)
-    r.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
-    r.add_argument("--lr", type=float, default=0.01)
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--tolerance", type=float, default=1e-4, help="convergence threshold")
-    r.add_argument(
-        "--max-steps", type=int, help="optimizer steps per repeat, the same for every run"
-    )
-    r.add_argument(
-        "--threads", type=int, help="CPU threads per process (default: cores; ÷ world size for ddp)"
-    )
-    r.add_argument(
-        "--find-unused-parameters",
-        action="store_true",
-        help="run ddp with find_unused_parameters (turned on by itself when the model probe sees "
-        "parameters go unused; force it when a rarely skipped block escaped the probe)",
-    )
-    r.add_argument("--profile-steps", type=int, default=4, help="steps under torch.profiler")
-    add_timeout_arg(r)
-    o = p.add_argument_group("outputs")
-    o.add_argument("--out", type=Path, default=Path("runs/compare"), help="report folder")
-    o.add_argument("--quiet", action="store_true", help="no progress display")
+    """The flags of CompareConfig's settings (defaults and help live on its fields), in groups."""
+    add_workload_args(p, CompareConfig)
+    add_settings(p.add_argument_group("runs"), CompareConfig, RUNS)
+    add_settings(p.add_argument_group("outputs"), CompareConfig, ("out", "quiet"))
 
 
-def compare_config(args: argparse.Namespace):
-    from dpwise.compare.settings import CompareConfig, parse_list
-    from dpwise.config import parse_kv
-
-    return CompareConfig(
-        model=args.model,
-        model_args=parse_kv(args.model_arg, "--model-arg"),
-        data=args.data,
-        data_args=parse_kv(args.data_arg, "--data-arg"),
-        loss=args.loss,
-        find_unused_parameters=args.find_unused_parameters,
-        strategies=parse_list(args.strategies, "--strategies"),
-        world_sizes=None
-        if args.world_sizes is None
-        else parse_list(args.world_sizes, "--world-sizes", int),
-        device=args.device,
-        epochs=args.epochs,
-        repeats=args.repeats,
-        batch_size=args.batch_size,
-        precision=args.precision,
-        optimizer=args.optimizer,
-        lr=args.lr,
-        seed=args.seed,
-        tolerance=args.tolerance,
-        profile_steps=args.profile_steps,
-        max_steps=args.max_steps,
-        threads=args.threads,
-        timeout=args.timeout,
-        out=args.out,
-        quiet=args.quiet,
-    )
+def compare_config(args: argparse.Namespace) -> CompareConfig:
+    return from_args(CompareConfig, args)
 
 
 def run(args: argparse.Namespace) -> int:

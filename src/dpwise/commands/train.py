@@ -6,9 +6,10 @@ import argparse
 from pathlib import Path
 
 from dpwise import strategies
-from dpwise.commands.common import add_timeout_arg, add_workload_args
-from dpwise.config import BACKENDS, DEVICES, OPTIMIZERS, PRECISIONS, RDZV_BACKENDS
+from dpwise.commands.common import add_workload_args
+from dpwise.config import TrainConfig
 from dpwise.errors import DpwiseError
+from dpwise.settings import add_settings, from_args
 
 HELP = f"train one workload with one strategy ({', '.join(strategies.names())})"
 DESCRIPTION = "Train one workload with one data-parallel strategy, launched correctly."
@@ -25,113 +26,58 @@ single, dp and ddp train on the same rows in the same order and end with the sam
 """
 
 
+STRATEGY_AND_LAUNCH = (
+    "strategy",
+    "nproc",
+    "device",
+    "backend",
+    "nnodes",
+    "node_rank",
+    "rdzv_endpoint",
+    "rdzv_backend",
+    "rdzv_id",
+    "max_restarts",
+    "timeout",
+    "threads",
+    "find_unused_parameters",
+    "static_graph",
+)
+TRAINING = (
+    "epochs",
+    "max_steps",
+    "batch_size",
+    "accum_steps",
+    "lr",
+    "optimizer",
+    "momentum",
+    "weight_decay",
+    "precision",
+    "seed",
+)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_workload_args(p)
-    s = p.add_argument_group("strategy and launch")
-    s.add_argument("--strategy", default="single", choices=strategies.names())
-    s.add_argument("--nproc", type=int, help="ddp workers per node (default: GPUs, else 2)")
-    s.add_argument("--device", default="auto", choices=DEVICES, help="auto: CUDA when present")
-    s.add_argument("--backend", default="auto", choices=BACKENDS, help="auto: nccl on CUDA")
-    s.add_argument("--nnodes", type=int, default=1, help="nodes (multi-node needs rendezvous)")
-    s.add_argument("--node-rank", type=int, default=0, help="this node's rank (static rdzv)")
-    s.add_argument("--rdzv-endpoint", help="HOST:PORT of the c10d rendezvous (multi-node)")
-    s.add_argument("--rdzv-backend", default="c10d", choices=RDZV_BACKENDS)
-    s.add_argument("--rdzv-id", default="dpwise", help="job id shared by every node of one job")
-    s.add_argument(
-        "--max-restarts",
-        type=int,
-        default=0,
-        metavar="N",
-        help="when a worker dies, restart all of them up to N times; they resume from the run's "
-        "latest checkpoint (--checkpoint-every)",
-    )
-    add_timeout_arg(s)
-    s.add_argument("--threads", type=int, help="CPU threads per process (default: cores/nproc)")
-    s.add_argument(
-        "--find-unused-parameters",
-        action="store_true",
-        help="ddp: allow parameters that get no gradient in some steps (skipped blocks, routes)",
-    )
-    s.add_argument(
-        "--static-graph",
-        action="store_true",
-        help="ddp: the same parameters are used (or unused) in every step; cheaper than the above",
-    )
-    h = p.add_argument_group("training")
-    h.add_argument("--epochs", type=int, default=2)
-    h.add_argument("--max-steps", type=int, help="stop after this many optimizer steps")
-    h.add_argument("--batch-size", type=int, default=256, help="GLOBAL batch per micro-step")
-    h.add_argument("--accum-steps", type=int, default=1, help="micro-steps per optimizer step")
-    h.add_argument("--lr", type=float, default=0.01)
-    h.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS)
-    h.add_argument("--momentum", type=float, default=0.0, help="SGD momentum")
-    h.add_argument("--weight-decay", type=float, default=0.0)
-    h.add_argument("--precision", default="fp32", choices=PRECISIONS, help="autocast dtype")
-    h.add_argument("--seed", type=int, default=0, help="data, initial weights and order")
+    """The flags of TrainConfig's settings (defaults and help live on its fields), in groups."""
+    add_workload_args(p, TrainConfig)
+    add_settings(p.add_argument_group("strategy and launch"), TrainConfig, STRATEGY_AND_LAUNCH)
+    add_settings(p.add_argument_group("training"), TrainConfig, TRAINING)
     o = p.add_argument_group("outputs")
-    o.add_argument("--out", type=Path, help="folder for final.pt and metrics.json")
-    o.add_argument("--checkpoint-every", type=int, metavar="N", help="checkpoint every N steps")
-    o.add_argument(
-        "--resume",
-        nargs="?",
-        const="auto",
-        metavar="PATH",
-        help="continue from a checkpoint (default: OUT/checkpoint.pt)",
-    )
+    add_settings(o, TrainConfig, ("out", "checkpoint_every", "resume"))
     o.add_argument(
         "--overwrite",
         action="store_true",
         help="start afresh in an --out that holds another run's checkpoint.pt (deleted when this "
         "run starts); without it, or --resume, such an --out is refused",
     )
-    o.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    add_settings(o, TrainConfig, ("quiet",))
 
 
-def train_config(args: argparse.Namespace):
-    from dpwise.config import TrainConfig, parse_kv
-
-    resume = args.resume
-    if resume == "auto":
-        resume = None if args.out is None else args.out / "checkpoint.pt"
-        if args.out is None:
-            raise DpwiseError(
-                "--resume without a PATH needs --out DIR (it reads DIR/checkpoint.pt)"
-            )
-    return TrainConfig(
-        model=args.model,
-        model_args=parse_kv(args.model_arg, "--model-arg"),
-        data=args.data,
-        data_args=parse_kv(args.data_arg, "--data-arg"),
-        loss=args.loss,
-        strategy=args.strategy,
-        nproc=args.nproc,
-        nnodes=args.nnodes,
-        node_rank=args.node_rank,
-        rdzv_endpoint=args.rdzv_endpoint,
-        rdzv_backend=args.rdzv_backend,
-        rdzv_id=args.rdzv_id,
-        max_restarts=args.max_restarts,
-        timeout=args.timeout,
-        device=args.device,
-        backend=args.backend,
-        epochs=args.epochs,
-        max_steps=args.max_steps,
-        batch_size=args.batch_size,
-        accum_steps=args.accum_steps,
-        lr=args.lr,
-        optimizer=args.optimizer,
-        momentum=args.momentum,
-        weight_decay=args.weight_decay,
-        precision=args.precision,
-        seed=args.seed,
-        threads=args.threads,
-        out=args.out,
-        checkpoint_every=args.checkpoint_every,
-        resume=None if resume is None else Path(resume),
-        find_unused_parameters=args.find_unused_parameters,
-        static_graph=args.static_graph,
-        quiet=args.quiet,
-    )
+def train_config(args: argparse.Namespace) -> TrainConfig:
+    if args.resume != "auto":
+        return from_args(TrainConfig, args)
+    if args.out is None:
+        raise DpwiseError("--resume without a PATH needs --out DIR (it reads DIR/checkpoint.pt)")
+    return from_args(TrainConfig, args, resume=args.out / "checkpoint.pt")
 
 
 def check_static_graph(workload, seed: int) -> None:

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from dpwise import strategies as registry
-from dpwise.config import (
-    DEFAULT_TIMEOUT_S,
-    OPTIMIZERS,
-    PRECISIONS,
-    TrainConfig,
-    check_timeout,
-    finite,
-)
+from dpwise.config import TrainConfig, WorkloadSettings
 from dpwise.errors import DpwiseError
+from dpwise.settings import at_least, finite, like, positive, setting, validate
 
 
 def parse_list(raw: str, flag: str, cast: type = str) -> tuple[Any, ...]:
@@ -28,31 +22,91 @@ def parse_list(raw: str, flag: str, cast: type = str) -> tuple[Any, ...]:
         raise DpwiseError(f"{flag} {raw!r} is not a comma-separated list of integers") from None
 
 
+def _list(raw: str, flag: str) -> tuple[str, ...]:
+    return parse_list(raw, flag)
+
+
+def _int_list(raw: str, flag: str) -> tuple[int, ...]:
+    return parse_list(raw, flag, int)
+
+
+def _known_strategies(flag: str, value: tuple[str, ...]) -> None:
+    known = registry.names()
+    unknown = [s for s in value if s not in known]
+    if unknown:
+        raise DpwiseError(f"{flag} {','.join(unknown)}: unknown; choose from {', '.join(known)}")
+
+
+def _warm_up_and_one(flag: str, value: int) -> None:
+    if value < 2:
+        raise DpwiseError(
+            f"{flag} must be at least 2 (the first is an untimed warm-up), got {value}"
+        )
+
+
+def _positive_sizes(flag: str, value: tuple[int, ...] | None) -> None:
+    if value is not None and min(value) < 1:
+        raise DpwiseError(f"{flag} must be positive, got {value}")
+
+
+# Settings of compare's own that mean something else in a run: the report folder, the progress
+# display, and find_unused_parameters (passed only to the strategies that take it).
+NOT_PASSED_TO_RUNS = {"out", "quiet", "find_unused_parameters"}
+
+
 @dataclass(frozen=True, kw_only=True)
-class CompareConfig:
-    model: str = "simple"
-    model_args: dict[str, Any] = field(default_factory=dict)
-    data: str | None = None
-    data_args: dict[str, Any] = field(default_factory=dict)
-    loss: str = "auto"
-    strategies: tuple[str, ...] = field(default_factory=registry.names)
-    world_sizes: tuple[int, ...] | None = None  # None: 1, 2 on CPU; 1, 2, 4 … GPUs on GPU
-    epochs: int = 5  # the guide's example trains 5 epochs
-    batch_size: int = 256
-    repeats: int = 12
-    precision: str = "fp32"
-    optimizer: str = "sgd"
-    lr: float = 0.01
-    seed: int = 0
-    tolerance: float = 1e-4
-    device: str = "auto"
-    profile_steps: int = 4
-    max_steps: int | None = None  # optimizer steps per repeat, the same for every run
-    threads: int | None = None  # CPU threads per process (default: cores, ÷ world size for ddp)
-    timeout: float = DEFAULT_TIMEOUT_S  # seconds a ddp collective waits for a peer
-    out: Path = Path("runs/compare")
-    quiet: bool = False
-    find_unused_parameters: bool = False  # set when the model probe finds parameters unused
+class CompareConfig(WorkloadSettings):
+    """What `dpwise compare` runs. Each field is a setting (dpwise.settings); those that mean the
+    same as in `dpwise train` are TrainConfig's, taken with ``like``."""
+
+    strategies: tuple[str, ...] = setting(
+        factory=registry.names,
+        parse=_list,
+        checks=[_known_strategies],
+        help="comma-separated (default: all)",
+    )
+    # None: 1, 2 on CPU; 1, 2, 4 … GPUs on GPU
+    world_sizes: tuple[int, ...] | None = setting(
+        None,
+        parse=_int_list,
+        checks=[_positive_sizes],
+        help="e.g. 1,2,4 (default: 1,2 on CPU; 1,2,4… GPUs on GPU)",
+    )
+    # the guide's example trains 5 epochs
+    epochs: int = setting(
+        5, type=int, checks=[_warm_up_and_one], help="epochs per repeat (first is warm-up)"
+    )
+    batch_size: int = like(TrainConfig, "batch_size", help="GLOBAL batch")
+    repeats: int = setting(12, type=int, checks=[at_least(1)], help="timed repeats per run")
+    precision: str = like(TrainConfig, "precision")
+    optimizer: str = like(TrainConfig, "optimizer")
+    lr: float = like(TrainConfig, "lr")
+    seed: int = like(TrainConfig, "seed")
+    tolerance: float = setting(
+        1e-4, type=float, checks=[finite("1e-4"), positive], help="convergence threshold"
+    )
+    device: str = like(TrainConfig, "device")
+    profile_steps: int = setting(
+        4, type=int, checks=[at_least(1)], help="steps under torch.profiler"
+    )
+    max_steps: int | None = like(
+        TrainConfig, "max_steps", help="optimizer steps per repeat, the same for every run"
+    )
+    threads: int | None = like(
+        TrainConfig,
+        "threads",
+        help="CPU threads per process (default: cores; ÷ world size for ddp)",
+    )
+    timeout: float = like(TrainConfig, "timeout")
+    out: Path = setting(Path("runs/compare"), type=Path, help="report folder")
+    quiet: bool = setting(False, action="store_true", help="no progress display")
+    # set when the model probe finds parameters unused
+    find_unused_parameters: bool = setting(
+        False,
+        action="store_true",
+        help="run ddp with find_unused_parameters (turned on by itself when the model probe sees "
+        "parameters go unused; force it when a rarely skipped block escaped the probe)",
+    )
 
     @property
     def ddp_options(self) -> dict[str, bool]:
@@ -60,61 +114,18 @@ class CompareConfig:
         return {"find_unused_parameters": self.find_unused_parameters}
 
     def __post_init__(self) -> None:
-        known = registry.names()
-        unknown = [s for s in self.strategies if s not in known]
-        if unknown:
-            raise DpwiseError(
-                f"--strategies {','.join(unknown)}: unknown; choose from {', '.join(known)}"
-            )
-        if self.epochs < 2:
-            raise DpwiseError(
-                f"--epochs must be at least 2 (the first is an untimed warm-up), got {self.epochs}"
-            )
-        for name in ("repeats", "batch_size", "profile_steps"):
-            if getattr(self, name) < 1:
-                raise DpwiseError(f"--{name.replace('_', '-')} must be at least 1")
-        for name in ("max_steps", "threads"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise DpwiseError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-        if self.world_sizes is not None and min(self.world_sizes) < 1:
-            raise DpwiseError(f"--world-sizes must be positive, got {self.world_sizes}")
-        if self.precision not in PRECISIONS:
-            raise DpwiseError(
-                f"--precision {self.precision!r} is not one of {', '.join(PRECISIONS)}"
-            )
-        if self.optimizer not in OPTIMIZERS:
-            raise DpwiseError(
-                f"--optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}"
-            )
-        check_timeout(self.timeout)
-        for name, example in (("lr", "0.01"), ("tolerance", "1e-4")):
-            finite(f"--{name}", getattr(self, name), example)
-            if not getattr(self, name) > 0:
-                raise DpwiseError(f"--{name} must be positive, got {getattr(self, name)}")
+        validate(self)
 
     def train_config(self, strategy: str, nproc: int | None) -> TrainConfig:
-        """The TrainConfig of one run: the same workload and hyper-parameters for every strategy.
-        ``nproc``: the run's processes, for a multi-process strategy (ignored otherwise)."""
+        """The TrainConfig of one run: the same workload and hyper-parameters for every strategy
+        (every setting the two share, but those below). ``nproc``: the run's processes, for a
+        multi-process strategy (ignored otherwise)."""
         traits = registry.traits(strategy)
+        own = {f.name for f in fields(TrainConfig)} - NOT_PASSED_TO_RUNS
         return TrainConfig(
-            model=self.model,
-            model_args=self.model_args,
-            data=self.data,
-            data_args=self.data_args,
-            loss=self.loss,
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name in own},
             strategy=strategy,
             nproc=nproc if traits.multiprocess else None,
-            device=self.device,
-            epochs=self.epochs,
-            max_steps=self.max_steps,
-            threads=self.threads,
-            timeout=self.timeout,
-            batch_size=self.batch_size,
-            lr=self.lr,
-            optimizer=self.optimizer,
-            precision=self.precision,
-            seed=self.seed,
             find_unused_parameters=self.find_unused_parameters
             and "find_unused_parameters" in traits.options,
             quiet=True,

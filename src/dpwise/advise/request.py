@@ -1,0 +1,90 @@
+"""AdviseRequest: the scenario `dpwise advise` answers. Each field is a setting (dpwise.settings);
+left out (None), a fact is detected or assumed and the answer says which."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+from dpwise.config import TrainConfig, WorkloadSettings
+from dpwise.errors import DpwiseError
+from dpwise.settings import at_least, like, setting, validate
+
+SIZE_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
+SIZE_EXAMPLES = "7e9, 7B, 350M, 1.3b, 1.5T or 7_000_000_000"
+MAX_PARAMS = 10**18  # a million times the largest models trained; floats overflow far above
+_SIZE = re.compile(r"([0-9][0-9_]*(?:\.[0-9_]*)?(?:e[+-]?[0-9]+)?)([kmbgt]?)", re.IGNORECASE)
+GOALS = ("prototype", "production")
+
+
+def model_size(text: str) -> int:
+    """A parameter count as people write it: 7e9, 7B, 350M, 1.3b, 1.5T, 7_000_000_000."""
+    match = _SIZE.fullmatch(text.strip())
+    try:
+        value = Decimal(match[1].replace("_", "")) if match else None
+    except InvalidOperation:
+        value = None
+    if value is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a parameter count; write it like {SIZE_EXAMPLES}"
+        )
+    count = int((value * SIZE_SUFFIXES[match[2].upper()]).to_integral_value())
+    if count > MAX_PARAMS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is more than {MAX_PARAMS:.0e} parameters, beyond what the estimate can "
+            f"count; write the model's size like {SIZE_EXAMPLES}"
+        )
+    return count
+
+
+def _zero_or_more(flag: str, value: int | None) -> None:
+    if value is not None and value < 0:
+        raise DpwiseError(f"{flag} must be 0 or more, got {value}")
+
+
+def _gib(flag: str, value: float | None) -> None:
+    if value is not None and not value > 0:
+        raise DpwiseError(f"{flag} must be positive (GiB), got {value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdviseRequest(WorkloadSettings):
+    # None: --model simple, unless --params or --from say what the model is
+    model: str | None = like(WorkloadSettings, "model", default=None)
+    gpus: int | None = setting(
+        None, type=int, checks=[_zero_or_more], help="GPUs per node (default: detected)"
+    )
+    nodes: int | None = setting(None, type=int, checks=[at_least(1)], help="nodes (default: 1)")
+    params: int | None = setting(
+        None,
+        type=model_size,
+        checks=[at_least(1)],
+        metavar="N",
+        help=f"parameter count instead of --model: {SIZE_EXAMPLES}",
+    )
+    batch_size: int | None = like(
+        TrainConfig, "batch_size", default=None, help="GLOBAL batch (default: 256)"
+    )
+    precision: str | None = like(TrainConfig, "precision", default=None, help="default: fp32")
+    optimizer: str | None = like(TrainConfig, "optimizer", default=None, help="default: adamw")
+    momentum: float = like(TrainConfig, "momentum")
+    goal: str | None = setting(None, choices=GOALS, help="default: production")
+    device_memory: float | None = setting(
+        None, type=float, checks=[_gib], metavar="GiB", help="memory of one GPU"
+    )
+    from_results: Path | None = setting(
+        None,
+        flag="--from",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="results.json of dpwise compare: measured numbers take precedence",
+    )
+    seed: int = 0  # not a flag: the seed of the model built for its facts
+
+    def __post_init__(self) -> None:
+        validate(self)
+        if self.model is not None and self.params is not None:
+            raise DpwiseError("give --model or --params, not both")

@@ -4,6 +4,8 @@ import pytest
 import torch
 
 from dpwise import checkpoint
+from dpwise import workload as workload_module
+from dpwise.cli import main
 from dpwise.errors import DpwiseError
 from helpers_train import train_here
 
@@ -23,11 +25,39 @@ def _count(monkeypatch, owner, name):
     return calls
 
 
+def test_train_resolves_and_inspects_the_workload_once(tmp_path, userpkg, monkeypatch):
+    resolved = _count(monkeypatch, workload_module, "resolve_workload")
+    inspected = _count(monkeypatch, workload_module.Workload, "build_for_inspection")
+    args = ["--model", "userpkg:tiny_model", "--batch-size", "8", "--max-steps", "2"]
+    assert main(["train", "--quiet", *args, "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "final.pt").is_file()
+    assert len(resolved) == 1  # the command's, handed to the training in this process
+    assert len(inspected) == 1  # the synthetic data inferred from the model, once
+
+
 @pytest.fixture
 def saved(tmp_path, userpkg):
     """A checkpoint of the tiny workload after 8 of its 16 steps, in tmp_path."""
     train_here(tmp_path, epochs=1, checkpoint_every=4, **TINY)
     return tmp_path / "checkpoint.pt"
+
+
+def test_train_resume_loads_the_checkpoint_once(saved, monkeypatch):
+    loads = _count(monkeypatch, checkpoint, "load")
+    args = ["train", "--quiet", *TINY_ARGS, "--epochs", "2", "--out", str(saved.parent)]
+    assert main([*args, "--resume"]) == 0
+    assert [kw.get("header_only", False) for _, kw in loads] == [False]
+
+
+def test_a_launching_train_reads_only_the_checkpoint_header(saved, monkeypatch):
+    """The workers are other processes that load the checkpoint: the parent only checks it."""
+    launched = []
+    monkeypatch.setattr("dpwise.launch.launch", lambda plan, entry, cfg: launched.append(cfg))
+    reads = _count(monkeypatch, torch, "load")
+    args = ["train", "--quiet", *TINY_ARGS, "--strategy", "ddp", "--nproc", "2"]
+    assert main([*args, "--epochs", "2", "--out", str(saved.parent), "--resume"]) == 0
+    assert len(launched) == 1 and launched[0].resume == saved
+    assert [kw.get("mmap") for _, kw in reads] == [True]
 
 
 def _legacy(path):
@@ -70,3 +100,18 @@ def _tiny():
     from dpwise.config import TrainConfig
 
     return TrainConfig(**TINY).to_dict()
+
+
+def test_a_restart_reads_its_resume_checkpoint_once(saved, monkeypatch):
+    """--resume's file is also the run's latest: one read serves both questions."""
+    from dpwise.config import TrainConfig
+    from dpwise.launch_env import DistEnv
+    from dpwise.restart import attempt_for
+
+    cfg = TrainConfig(out=saved.parent, epochs=2, checkpoint_every=4, resume=saved, **TINY)
+    env = DistEnv(run_id="this-launch", restart_count=1, under_launcher=True)
+    loads = _count(monkeypatch, checkpoint, "load")
+    attempt = attempt_for(cfg, env)
+    assert len(loads) == 1
+    assert attempt.label == f"--resume {saved}"
+    assert attempt.notice == "restart 1: resuming from step 8 of checkpoint.pt"

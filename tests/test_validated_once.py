@@ -6,6 +6,7 @@ import torch
 from dpwise import checkpoint
 from dpwise import workload as workload_module
 from dpwise.cli import main
+from dpwise.compare import matrix
 from dpwise.errors import DpwiseError
 from helpers_train import train_here
 
@@ -115,3 +116,12 @@ def test_a_restart_reads_its_resume_checkpoint_once(saved, monkeypatch):
     assert len(loads) == 1
     assert attempt.label == f"--resume {saved}"
     assert attempt.notice == "restart 1: resuming from step 8 of checkpoint.pt"
+
+
+def test_compare_builds_its_matrix_and_resolves_its_workload_once(tmp_path, userpkg, monkeypatch):
+    built = _count(monkeypatch, matrix, "device_type_for")  # every build_matrix asks it first
+    resolved = _count(monkeypatch, workload_module, "resolve_workload")
+    args = ["--strategies", "single", "--epochs", "2", "--repeats", "1", "--max-steps", "2"]
+    code = main(["compare", "--quiet", *TINY_ARGS, *args, "--out", str(tmp_path / "c")])
+    assert code in (0, 1) and (tmp_path / "c" / "results.json").is_file()
+    assert len(built) == 1 and len(resolved) == 1

@@ -44,19 +44,18 @@ def save(path: Path, state: dict[str, Any]) -> None:
     atomic_torch_save({"format": FORMAT, "version": VERSION, **state}, path)
 
 
-def load(path: Path, expected: dict[str, Any], label: str | None = None) -> dict[str, Any]:
-    """Read a checkpoint; refuse what is missing, truncated, foreign or from another workload."""
+def load(
+    path: Path, expected: dict[str, Any], label: str | None = None, *, header_only: bool = False
+) -> dict[str, Any]:
+    """Read a checkpoint; refuse what is missing, truncated, foreign or from another workload.
+
+    ``header_only``: map the file instead of reading it (``torch.load(mmap=True)``): the
+    settings, position and every tensor's name and shape are checked, no tensor's bytes are
+    read. For a process that only checks a checkpoint another process will load."""
     label = label or f"--resume {path}"
     if not path.is_file():
         raise DpwiseError(f"{label}: no such checkpoint file")
-    try:
-        with warnings.catch_warnings():  # torch warns (several lines) about foreign pickles
-            warnings.simplefilter("ignore")
-            state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # truncated zip, foreign pickle, disallowed globals, ...
-        raise DpwiseError(
-            f"{label}: not a readable checkpoint (truncated or not a dpwise file): {refusal(exc)}"
-        ) from None
+    state = _read(path, label, header_only)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise DpwiseError(f"{label}: not a dpwise checkpoint (no '{FORMAT}' marker)")
     if state.get("version") != VERSION:
@@ -76,6 +75,23 @@ def load(path: Path, expected: dict[str, Any], label: str | None = None) -> dict
             f"({'; '.join(diffs)}); resume with the original ones"
         )
     return state
+
+
+def _read(path: Path, label: str, header_only: bool) -> Any:
+    with warnings.catch_warnings():  # torch warns (several lines) about foreign pickles
+        warnings.simplefilter("ignore")
+        if header_only:
+            try:
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except Exception:  # not mappable (e.g. not a zip): the full read says why, as before
+                pass
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # truncated zip, foreign pickle, disallowed globals, ...
+            raise DpwiseError(
+                f"{label}: not a readable checkpoint (truncated or not a dpwise file): "
+                f"{refusal(exc)}"
+            ) from None
 
 
 def refusal(exc: BaseException) -> str:

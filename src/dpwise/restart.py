@@ -32,19 +32,23 @@ def _load(cfg: TrainConfig, path: Path, label: str) -> dict[str, Any]:
     return checkpoint.load(path, checkpoint.fingerprint(cfg.to_dict()), label)
 
 
-def first_attempt(cfg: TrainConfig, run_id: str | None = None) -> Attempt:
+def first_attempt(
+    cfg: TrainConfig, run_id: str | None = None, resumed: dict[str, Any] | None = None
+) -> Attempt:
+    """``resumed``: --resume's checkpoint, already loaded and checked by the caller."""
     if cfg.resume is None:
         return Attempt(run_id=run_id)
     label = f"--resume {cfg.resume}"
-    return Attempt(run_id=run_id, state=_load(cfg, cfg.resume, label), label=label)
+    state = resumed if resumed is not None else _load(cfg, cfg.resume, label)
+    return Attempt(run_id=run_id, state=state, label=label)
 
 
-def attempt_for(cfg: TrainConfig, env: DistEnv) -> Attempt:
-    """This worker's start; on a restart, the latest checkpoint of this launch, if it wrote one."""
-    first = first_attempt(cfg, env.run_id)
+def attempt_for(cfg: TrainConfig, env: DistEnv, resumed: dict[str, Any] | None = None) -> Attempt:
+    """This worker's start; on a restart, the latest checkpoint of this launch, if it wrote one.
+    Each file is read at most once: --resume's only when the start needs it."""
     n = env.restart_count
     if n == 0:
-        return first
+        return first_attempt(cfg, env.run_id, resumed)
     latest = cfg.checkpoint_path
     if latest is not None and env.is_main:
         remove_stale_temporaries(latest.parent)  # a write the failure interrupted
@@ -53,6 +57,9 @@ def attempt_for(cfg: TrainConfig, env: DistEnv) -> Attempt:
         state = _load(cfg, latest, label)
         if state.get("run_id") == env.run_id:
             return Attempt(env.run_id, n, state, label, _resuming(n, state, latest))
+        if resumed is None and cfg.resume is not None and _same_file(cfg.resume, latest):
+            resumed = state  # --resume's file, not yet overwritten by this launch
+    first = first_attempt(cfg, env.run_id, resumed)
     if first.state is not None:
         return Attempt(
             env.run_id, n, first.state, first.label, _resuming(n, first.state, cfg.resume)
@@ -60,6 +67,13 @@ def attempt_for(cfg: TrainConfig, env: DistEnv) -> Attempt:
     return Attempt(
         env.run_id, n, notice=f"restart {n}: no checkpoint yet; starting again from step 0"
     )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False
 
 
 def _resuming(n: int, state: dict[str, Any], path: Path | None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,7 +19,7 @@ from dpwise.plan import RunPlan, resolve
 from dpwise.report.train_text import epoch_line, summary_lines
 from dpwise.restart import attempt_for
 from dpwise.strategies import make_strategy
-from dpwise.workload import workload_for
+from dpwise.workload import Workload, workload_for
 
 
 def _print(line: str) -> None:
@@ -40,13 +41,27 @@ def build_metrics(plan: RunPlan, result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_worker(cfg: TrainConfig) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Prepared:
+    """What `dpwise train` resolved and checked before training in its own process: passed
+    down rather than derived again. A launched worker gets only the TrainConfig (it pickles)
+    and derives these itself: its plan comes from its own launcher variables, and a workload's
+    factory need not pickle (a library model's is a closure)."""
+
+    env: DistEnv
+    plan: RunPlan
+    workload: Workload
+    resumed: dict[str, Any] | None = None  # --resume's checkpoint, loaded and checked
+
+
+def run_worker(cfg: TrainConfig, prepared: Prepared | None = None) -> dict[str, Any] | None:
     """Train in this process (a DDP worker or the only process). Rank 0 returns metrics."""
-    env = DistEnv.from_environ()
-    plan = resolve(cfg, Hardware.detect(), env)
+    if prepared is None:
+        env = DistEnv.from_environ()
+        prepared = Prepared(env, resolve(cfg, Hardware.detect(), env), workload_for(cfg))
+    env, plan, workload = prepared.env, prepared.plan, prepared.workload
     configure_threads(cfg.threads, plan.nproc_per_node)
-    workload = workload_for(cfg)
-    attempt = attempt_for(cfg, env)
+    attempt = attempt_for(cfg, env, prepared.resumed)
     if attempt.notice is not None and env.is_main:
         print(attempt.notice, file=sys.stderr, flush=True)
     strategy = make_strategy(plan, env)

@@ -95,20 +95,25 @@ def check_static_graph(workload, seed: int) -> None:
         )
 
 
-def check_resume(cfg, workload) -> None:
-    """Refuse a checkpoint that cannot continue this run before any worker starts."""
+def check_resume(cfg, workload, header_only: bool = False) -> dict | None:
+    """Refuse a checkpoint that cannot continue this run before any worker starts. Returns
+    the loaded checkpoint for this process to resume from; with ``header_only`` (the workers
+    are other processes, which load it themselves) only its header is read, and None returned."""
     import torch
 
     from dpwise import checkpoint
 
     label = f"--resume {cfg.resume}"
-    state = checkpoint.load(cfg.resume, checkpoint.fingerprint(cfg.to_dict()), label)
+    expected = checkpoint.fingerprint(cfg.to_dict())
+    state = checkpoint.load(cfg.resume, expected, label, header_only=header_only)
+    kept = None if header_only else state
     try:
         with torch.device("meta"):  # shapes only: no memory, no initialisation
             model = workload.build_model()
     except Exception:  # a factory that cannot build on "meta": every worker checks it instead
-        return
+        return kept
     checkpoint.check_model(state, label, model)
+    return kept
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.launch import launch
     from dpwise.launch_env import DistEnv
     from dpwise.plan import resolve
-    from dpwise.train_worker import run_worker, worker_entry
+    from dpwise.train_worker import Prepared, run_worker, worker_entry
     from dpwise.workload import workload_for
 
     if args.overwrite and args.resume is not None:
@@ -136,8 +141,7 @@ def run(args: argparse.Namespace) -> int:
         remove_stale_temporaries(cfg.out)  # of a write a kill interrupted
         if env.restart_count == 0:  # a worker group restarted by torchrun continues its own run
             outputs.check_checkpoint(cfg.out, cfg.resume is not None, args.overwrite)
-    if cfg.resume is not None:
-        check_resume(cfg, workload)
+    resumed = None if cfg.resume is None else check_resume(cfg, workload, plan.launch)
     with _out_lock(cfg.out, env, cfg.nnodes):
         if args.overwrite and env.restart_count == 0:
             outputs.remove_checkpoint(cfg.out)
@@ -145,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
             if plan.launch:
                 launch(plan, worker_entry, cfg)
             else:
-                run_worker(cfg)
+                run_worker(cfg, Prepared(env, plan, workload, resumed))
         except BaseException:  # a failure, a hung peer, Ctrl-C, SIGTERM: nothing half-written
             if cfg.out is not None:
                 remove_stale_temporaries(cfg.out)  # of the writers that were killed

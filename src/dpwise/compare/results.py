@@ -135,10 +135,12 @@ def assemble(
     runs: list[Run],
     command: str,
     probe: ModelProbe | None = None,
+    workload: Workload | None = None,
 ) -> Results:
+    """``probe`` and ``workload``: what the session already derived (derived here if not)."""
     device_type = "cuda" if any(d.startswith("cuda") for d in runs[0].devices) else "cpu"
     runs, dp_vs_ddp = derive(cfg.out, runs)
-    workload = workload_for(cfg)
+    workload = workload or workload_for(cfg)
     model = workload.build_for_inspection()
     probe = probe or probe_workload(workload, cfg.seed)
     why = diagnose(model, cfg.precision, probe, cfg.ddp_options)

@@ -15,12 +15,11 @@ from dataclasses import replace
 from typing import Any
 
 from dpwise.compare.forking import context
-from dpwise.compare.matrix import RunSpec, build_matrix
+from dpwise.compare.matrix import RunSpec
 from dpwise.compare.records import Run
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import RunFailed, TurnHost, raise_failure
 from dpwise.compare.worker import run_process
-from dpwise.hardware import Hardware
 from dpwise.interrupts import check as check_interrupted
 from dpwise.interrupts import terminate_raises
 
@@ -86,9 +85,9 @@ class RunProcesses:
                 raise RunFailed(spec.label, f"its process exited with code {proc.exitcode}")
 
 
-def run_all(cfg: CompareConfig, hw: Hardware, on_event: Event) -> tuple[list[RunSpec], list[Run]]:
-    """Measure every run; ``on_event`` sees start / repeat / probe events, in the parent."""
-    specs = build_matrix(cfg, hw)
+def run_all(cfg: CompareConfig, specs: list[RunSpec], on_event: Event) -> list[Run]:
+    """Measure every run of ``specs`` (the matrix the caller built and checked); ``on_event``
+    sees start / repeat / probe events, in the parent."""
     cfg.out.mkdir(parents=True, exist_ok=True)
     host = TurnHost()
     turn_seconds = {s.id: 0.0 for s in specs}
@@ -113,4 +112,4 @@ def run_all(cfg: CompareConfig, hw: Hardware, on_event: Event) -> tuple[list[Run
             turn_seconds[spec.id] += time.perf_counter() - start
             records.append(replace(record, wall_seconds=turn_seconds[spec.id]))
             on_event({"run": spec.id, "what": "probe"})
-    return specs, records
+    return records

@@ -37,7 +37,7 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     created = first_missing(cfg.out)
     try:
         with locked(cfg.out):  # one compare (or train) writes an --out at a time
-            results, html = _measure_and_report(cfg, hw, specs, probe, command, started)
+            results, html = _measure_and_report(cfg, hw, specs, workload, probe, command, started)
     except BaseException:
         # a user mistake found by a run, a crash, Ctrl-C: no half-written report folder
         if created is not None:
@@ -49,7 +49,7 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
 
 
 def _measure_and_report(
-    cfg, hw, specs, probe, command: str, started: float
+    cfg, hw, specs, workload, probe, command: str, started: float
 ) -> tuple[Results, Path]:
     err = Console(stderr=True)
     units = len(specs) * (cfg.repeats + 1)
@@ -57,9 +57,9 @@ def _measure_and_report(
     try:
         staged = replace(cfg, out=stage)
         with CompareProgress(units, err, enabled=not cfg.quiet) as progress:
-            _, runs = run_all(staged, hw, progress.on_event)
+            runs = run_all(staged, specs, progress.on_event)
         measured = time.perf_counter()
-        results = assemble(staged, hw, runs, command, probe)
+        results = assemble(staged, hw, runs, command, probe, workload)
         publish.swap_in(stage, cfg.out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)

@@ -1,0 +1,127 @@
+"""What a command validates it hands down: nothing is resolved, loaded or built twice."""
+
+import pytest
+import torch
+
+from dpwise import checkpoint
+from dpwise import workload as workload_module
+from dpwise.cli import main
+from dpwise.compare import matrix
+from dpwise.errors import DpwiseError
+from helpers_train import train_here
+
+TINY = {"model": "userpkg:tiny_model", "data": "userpkg:tiny_data", "batch_size": 8}
+TINY_ARGS = ["--model", "userpkg:tiny_model", "--data", "userpkg:tiny_data", "--batch-size", "8"]
+
+
+def _count(monkeypatch, owner, name):
+    """Calls of ``owner.name`` from now on (args, kwargs), still doing the real work."""
+    calls, real = [], getattr(owner, name)
+
+    def counted(*args, **kwargs):
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def test_train_resolves_and_inspects_the_workload_once(tmp_path, userpkg, monkeypatch):
+    resolved = _count(monkeypatch, workload_module, "resolve_workload")
+    inspected = _count(monkeypatch, workload_module.Workload, "build_for_inspection")
+    args = ["--model", "userpkg:tiny_model", "--batch-size", "8", "--max-steps", "2"]
+    assert main(["train", "--quiet", *args, "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "final.pt").is_file()
+    assert len(resolved) == 1  # the command's, handed to the training in this process
+    assert len(inspected) == 1  # the synthetic data inferred from the model, once
+
+
+@pytest.fixture
+def saved(tmp_path, userpkg):
+    """A checkpoint of the tiny workload after 8 of its 16 steps, in tmp_path."""
+    train_here(tmp_path, epochs=1, checkpoint_every=4, **TINY)
+    return tmp_path / "checkpoint.pt"
+
+
+def test_train_resume_loads_the_checkpoint_once(saved, monkeypatch):
+    loads = _count(monkeypatch, checkpoint, "load")
+    args = ["train", "--quiet", *TINY_ARGS, "--epochs", "2", "--out", str(saved.parent)]
+    assert main([*args, "--resume"]) == 0
+    assert [kw.get("header_only", False) for _, kw in loads] == [False]
+
+
+def test_a_launching_train_reads_only_the_checkpoint_header(saved, monkeypatch):
+    """The workers are other processes that load the checkpoint: the parent only checks it."""
+    launched = []
+    monkeypatch.setattr("dpwise.launch.launch", lambda plan, entry, cfg: launched.append(cfg))
+    reads = _count(monkeypatch, torch, "load")
+    args = ["train", "--quiet", *TINY_ARGS, "--strategy", "ddp", "--nproc", "2"]
+    assert main([*args, "--epochs", "2", "--out", str(saved.parent), "--resume"]) == 0
+    assert len(launched) == 1 and launched[0].resume == saved
+    assert [kw.get("mmap") for _, kw in reads] == [True]
+
+
+def _legacy(path):
+    torch.save(torch.load(path, weights_only=True), path, _use_new_zipfile_serialization=False)
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _settings(path):
+    state = torch.load(path, weights_only=True)
+    state["fingerprint"]["lr"] = 0.5
+    torch.save(state, path)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [_truncate, _settings, lambda p: p.write_bytes(b"not a checkpoint"), lambda p: p.unlink()],
+)
+def test_a_header_read_refuses_as_a_full_read_does(saved, damage):
+    damage(saved)
+    expected = checkpoint.fingerprint(_tiny())
+    messages = []
+    for header_only in (False, True):
+        with pytest.raises(DpwiseError) as caught:
+            checkpoint.load(saved, expected, header_only=header_only)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+
+
+def test_a_header_read_of_a_legacy_file_reads_it_whole(saved):
+    _legacy(saved)  # not a zip: it cannot be mapped
+    expected = checkpoint.fingerprint(_tiny())
+    mapped = checkpoint.load(saved, expected, header_only=True)
+    assert mapped["position"] == checkpoint.load(saved, expected)["position"]
+
+
+def _tiny():
+    from dpwise.config import TrainConfig
+
+    return TrainConfig(**TINY).to_dict()
+
+
+def test_a_restart_reads_its_resume_checkpoint_once(saved, monkeypatch):
+    """--resume's file is also the run's latest: one read serves both questions."""
+    from dpwise.config import TrainConfig
+    from dpwise.launch_env import DistEnv
+    from dpwise.restart import attempt_for
+
+    cfg = TrainConfig(out=saved.parent, epochs=2, checkpoint_every=4, resume=saved, **TINY)
+    env = DistEnv(run_id="this-launch", restart_count=1, under_launcher=True)
+    loads = _count(monkeypatch, checkpoint, "load")
+    attempt = attempt_for(cfg, env)
+    assert len(loads) == 1
+    assert attempt.label == f"--resume {saved}"
+    assert attempt.notice == "restart 1: resuming from step 8 of checkpoint.pt"
+
+
+def test_compare_builds_its_matrix_and_resolves_its_workload_once(tmp_path, userpkg, monkeypatch):
+    built = _count(monkeypatch, matrix, "device_type_for")  # every build_matrix asks it first
+    resolved = _count(monkeypatch, workload_module, "resolve_workload")
+    args = ["--strategies", "single", "--epochs", "2", "--repeats", "1", "--max-steps", "2"]
+    code = main(["compare", "--quiet", *TINY_ARGS, *args, "--out", str(tmp_path / "c")])
+    assert code in (0, 1) and (tmp_path / "c" / "results.json").is_file()
+    assert len(built) == 1 and len(resolved) == 1

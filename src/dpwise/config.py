@@ -83,28 +83,21 @@ TIMEOUT_HELP = (
 WORKLOAD_SETTINGS = ("model", "model_args", "data", "data_args", "loss")
 
 
+def key_values(flag: str, help: str) -> Any:
+    """A repeatable `KEY=VALUE` flag gathered into a dict (`--model-arg depth=4`)."""
+    return setting(
+        factory=dict, flag=flag, parse=parse_kv, action="append", metavar="KEY=VALUE", help=help
+    )
+
+
 @dataclass(frozen=True, kw_only=True)
 class WorkloadSettings:
     """The workload flags every command that builds a model takes (train, compare, advise)."""
 
     model: str = setting("simple", help=MODEL_HELP)
-    model_args: dict[str, Any] = setting(
-        factory=dict,
-        flag="--model-arg",
-        parse=parse_kv,
-        action="append",
-        metavar="KEY=VALUE",
-        help="factory argument",
-    )
+    model_args: dict[str, Any] = key_values("--model-arg", "factory argument")
     data: str | None = setting(None, help=DATA_HELP)
-    data_args: dict[str, Any] = setting(
-        factory=dict,
-        flag="--data-arg",
-        parse=parse_kv,
-        action="append",
-        metavar="KEY=VALUE",
-        help="e.g. samples=20000",
-    )
+    data_args: dict[str, Any] = key_values("--data-arg", "e.g. samples=20000")
     loss: str = setting("auto", choices=LOSSES, help=LOSS_HELP)
 
 

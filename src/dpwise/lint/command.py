@@ -174,13 +174,28 @@ def run_fixes(args: argparse.Namespace) -> int:
     failed = _write_all([r for r in done if r.changed])
     written = {r.path for r in done if r.changed and r.path not in failed}
     fixed = [f for f in fixed if f.path in written]
-    remaining = lint_paths(args.paths, select=args.select, ignore=args.ignore, fixes=True)
+    remaining = _left(args, paths, results, failed)
     _report(args, remaining, Fixing(unsafe=args.unsafe_fixes, fixed=len(fixed)))
     if args.show_fixes:
         _aside(args, render_fixed(fixed, done=True))
     if failed:
         return 2
     return 1 if remaining else 0
+
+
+def _left(
+    args: argparse.Namespace, paths: list[str], results: list[fixer.Fixed | None], failed: set[str]
+) -> list[Finding]:
+    """What is left after --fix: each fixed file's findings, as its fix loop last checked its
+    text; a file that was not read as Python text, or could not be written, is checked as it is
+    on disk."""
+    left: list[Finding] = []
+    for path, result in zip(paths, results, strict=True):
+        if result is None or path in failed:
+            left += lint_paths([path], select=args.select, ignore=args.ignore, fixes=True)
+        else:
+            left += result.remaining
+    return sorted(left)
 
 
 def _show_diff(args: argparse.Namespace, done: list[fixer.Fixed], fixed: list[Finding]) -> int:
@@ -191,9 +206,7 @@ def _show_diff(args: argparse.Namespace, done: list[fixer.Fixed], fixed: list[Fi
         sys.stderr.write(render_fixed(fixed, done=False))
     hidden = 0
     if not args.unsafe_fixes:
-        hidden = sum(
-            1 for r in done for f in r.remaining if f.fix and f.fix.applicability != "safe"
-        )
+        hidden = sum(1 for r in done for f in r.remaining if f.fix and not fixer.wanted(f, False))
     more = f" ({hidden} more with `--unsafe-fixes`)" if hidden else ""
     print(
         f"Would fix {plural(len(fixed))}{more}." if fixed else f"No fixes available{more}.",

@@ -49,6 +49,20 @@ def test_batch_must_divide_by_every_world_size():
     )
 
 
+def test_fsdp_runs_when_named_at_two_processes_or_more():
+    specs = build_matrix(CompareConfig(strategies=("single", "ddp", "fsdp")), CPU)
+    assert [(s.id, s.world_size, s.launched) for s in specs] == [
+        ("single", 1, False),
+        ("ddp-1", 1, False),
+        ("ddp-2", 2, True),
+        ("fsdp-2", 2, True),  # one process has nothing to shard over
+    ]
+    with pytest.raises(DpwiseError, match="--strategies fsdp needs a world size of at least 2"):
+        build_matrix(CompareConfig(strategies=("fsdp",), world_sizes=(1,)), CPU)
+    default = build_matrix(CompareConfig(world_sizes=(1,)), CPU)
+    assert [s.id for s in default] == ["single", "dp", "ddp-1"]
+
+
 def test_more_gpus_than_present_is_refused():
     with pytest.raises(DpwiseError, match="needs more GPUs than the 6"):
         build_matrix(CompareConfig(world_sizes=(8,)), SIX_GPUS)
@@ -58,7 +72,7 @@ def test_more_gpus_than_present_is_refused():
     ("kwargs", "message"),
     [
         ({"epochs": 1}, "--epochs must be at least 2 (the first is an untimed warm-up)"),
-        ({"strategies": ("fsdp",)}, "--strategies fsdp: unknown"),
+        ({"strategies": ("zero",)}, "--strategies zero: unknown"),
         ({"repeats": 0}, "--repeats must be at least 1"),
         ({"world_sizes": (0, 2)}, "--world-sizes must be positive"),
         ({"tolerance": 0.0}, "--tolerance must be positive"),

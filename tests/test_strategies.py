@@ -23,8 +23,8 @@ CPU = Hardware(cuda_devices=0, cpu_cores=2)
 TWO_GPUS = Hardware(cuda_devices=2, cpu_cores=8)
 
 
-def test_the_three_strategies_and_their_traits():
-    assert strategies.names() == ("single", "dp", "ddp")
+def test_the_four_strategies_and_their_traits():
+    assert strategies.names() == ("single", "dp", "ddp", "fsdp")
     assert strategies.reference() == "single"
     single, dp, ddp = (strategies.traits(n) for n in ("single", "dp", "ddp"))
     assert (single.multiprocess, single.process_group, single.devices) == (False, False, OWN)
@@ -33,6 +33,10 @@ def test_the_three_strategies_and_their_traits():
     assert [t.reference for t in (single, dp, ddp)] == [True, False, False]
     assert set(ddp.options) == {"find_unused_parameters", "static_graph"}
     assert single.options == dp.options == ()
+    fsdp = strategies.traits("fsdp")
+    assert (fsdp.multiprocess, fsdp.process_group, fsdp.devices) == (True, True, OWN)
+    assert (fsdp.min_world_size, fsdp.shards_model, fsdp.reference) == (2, True, False)
+    assert not any(strategies.traits(n).shards_model for n in ("single", "dp", "ddp"))
 
 
 def test_one_constructor_builds_each_strategy_from_its_plan():
@@ -40,6 +44,7 @@ def test_one_constructor_builds_each_strategy_from_its_plan():
     built = {
         name: strategies.make_strategy(resolve(TrainConfig(strategy=name), CPU, env), env)
         for name in strategies.names()
+        if strategies.traits(name).min_world_size == 1
     }
     assert type(built["single"]) is SingleStrategy and built["single"].device.type == "cpu"
     assert type(built["dp"]) is DataParallelStrategy and built["dp"].device_ids == []
@@ -107,12 +112,12 @@ def test_a_new_strategy_reaches_config_plan_and_the_cli(new_strategies):
     plan = resolve(TrainConfig(strategy="pair", nproc=2), CPU, DistEnv())
     assert (plan.world_size, plan.backend, plan.launch) == (2, "gloo", True)
     assert type(strategies.make_strategy(plan, DistEnv())) is Pair
-    with pytest.raises(DpwiseError, match="--nproc/--nnodes need --strategy ddp or pair"):
+    with pytest.raises(DpwiseError, match="--nproc/--nnodes need --strategy ddp or fsdp or pair"):
         TrainConfig(strategy="solo", nproc=2)
     with pytest.raises(DpwiseError, match="needs --strategy ddp \\(got --strategy pair\\)"):
         TrainConfig(strategy="pair", find_unused_parameters=True)
     env = DistEnv(rank=1, local_rank=1, world_size=2, local_world_size=2, under_launcher=True)
-    with pytest.raises(DpwiseError, match="use --strategy ddp or pair or launch without"):
+    with pytest.raises(DpwiseError, match="use --strategy ddp or fsdp or pair or launch without"):
         resolve(TrainConfig(strategy="solo"), CPU, env)
 
 

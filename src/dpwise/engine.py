@@ -58,6 +58,7 @@ class RunResult:
     resumed_at_step: int | None = None
     restarts: int = 0  # times the launcher restarted the workers (each resumed on its own)
     diverged: dict[str, Any] | None = None  # the first non-finite loss (a compare run goes on)
+    sharded_units: list[str] | None = None  # what a sharding strategy shards, in order
 
     @property
     def final_loss(self) -> float | None:
@@ -130,6 +131,7 @@ class Loop:
             device=str(strategy.device),
             devices=list(facts["devices"]),
             notes=list(facts["notes"]),
+            sharded_units=facts.get("sharded_units"),
             steps_per_epoch=self.steps,
             rows_dropped_per_epoch=len(self.data)
             - self.steps * self.cfg.batch_size * self.cfg.accum_steps,

@@ -47,13 +47,14 @@ def save(loop: Loop, live: torch.Tensor | None, live_seconds: float) -> None:
     rng = loop.strategy.all_gather_object(_rng_state(loop))  # every rank's generator
     losses, epochs, partial = _history(loop, live, live_seconds)
     model = loop.strategy.full_state_dict(loop.model)  # every rank: a sharded model gathers
+    optimizer = loop.strategy.optimizer_state_dict(loop.model, loop.optimizer)
     if not loop.strategy.is_main:
         return
     state = {
         "run_id": loop.run_id,
         "fingerprint": checkpoint.fingerprint(loop.cfg.to_dict()),
         "model": model,
-        "optimizer": loop.optimizer.state_dict(),
+        "optimizer": optimizer,
         "scaler": loop.precision.state_dict(),
         "rng": rng,
         "position": {
@@ -74,7 +75,7 @@ def restore(loop: Loop, state: dict[str, Any], label: str) -> None:
     checkpoint.check_model(state, label, loop.strategy.unwrap(loop.model))
     try:
         loop.strategy.load_full_state_dict(loop.model, state["model"])
-        loop.optimizer.load_state_dict(state["optimizer"])
+        loop.strategy.load_optimizer_state_dict(loop.model, loop.optimizer, state["optimizer"])
         loop.precision.load_state_dict(state["scaler"])
         _restore_rng(loop, state["rng"])
     except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:

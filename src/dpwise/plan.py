@@ -81,6 +81,11 @@ def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
             f"--nproc {nproc} asks for more GPU workers than the {hw.cuda_devices} GPUs this node "
             f"has; use --nproc {hw.cuda_devices} or fewer"
         )
+    if world < traits.min_world_size:
+        raise DpwiseError(
+            f"--strategy {cfg.strategy} needs at least {traits.min_world_size} processes, "
+            f"this run has {world}; use --nproc {traits.min_world_size} or more"
+        )
     check_batch_divides(cfg.batch_size, (world,))
     return RunPlan(
         config=cfg,

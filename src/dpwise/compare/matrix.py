@@ -59,8 +59,12 @@ def build_matrix(cfg: CompareConfig, hw: Hardware) -> list[RunSpec]:
     reference = strategies.reference()
     specs = [RunSpec(reference, reference, reference, 1, device)]  # always run
     for name in strategies.names():
-        if name in cfg.strategies and name != reference:
-            specs += _runs(name, strategies.traits(name), sizes, device, cfg.batch_size)
+        if name not in cfg.strategies or name == reference:
+            continue
+        kind = strategies.traits(name)
+        if max(sizes) < kind.min_world_size and cfg.strategies == strategies.compared_by_default():
+            continue  # not asked for by name: the default set runs what these sizes allow
+        specs += _runs(name, kind, sizes, device, cfg.batch_size)
     return specs
 
 
@@ -69,7 +73,13 @@ def _runs(
 ) -> list[RunSpec]:
     if traits.multiprocess:  # one run per world size of processes
         check_batch_divides(batch, sizes, name_sizes=True)
-        return [RunSpec(f"{name}-{w}", f"{name} × {w}", name, w, device) for w in sizes]
+        own = [w for w in sizes if w >= traits.min_world_size]
+        if not own:
+            raise DpwiseError(
+                f"--strategies {name} needs a world size of at least {traits.min_world_size}, "
+                f"but --world-sizes gives {list(sizes)}; add {traits.min_world_size}"
+            )
+        return [RunSpec(f"{name}-{w}", f"{name} × {w}", name, w, device) for w in own]
     if traits.devices == VISIBLE and device == "cuda":  # one process over the first k GPUs
         return [RunSpec(f"{name}-{k}", f"{name} × {k} GPUs", name, k, device) for k in sizes]
     if traits.devices == VISIBLE:  # no GPU to split over: the wrapper calls the module itself

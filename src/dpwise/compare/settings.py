@@ -60,10 +60,12 @@ class CompareConfig(WorkloadSettings):
     same as in `dpwise train` are TrainConfig's, taken with ``like``."""
 
     strategies: tuple[str, ...] = setting(
-        factory=registry.names,
+        factory=registry.compared_by_default,
         parse=_list,
         checks=[_known_strategies],
-        help="comma-separated (default: all)",
+        # names only: the CLI builds this help before torch (and the traits) are imported
+        help=f"comma-separated, of {', '.join(registry.names())} "
+        "(default: all but fsdp, which runs when named)",
     )
     # None: 1, 2 on CPU; 1, 2, 4 … GPUs on GPU
     world_sizes: tuple[int, ...] | None = setting(

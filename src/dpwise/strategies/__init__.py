@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Traits",
+    "compared_by_default",
     "make_strategy",
     "names",
     "reference",
@@ -32,17 +33,24 @@ __all__ = [
 ]
 
 _REGISTRY: dict[str, str | type] = {}  # name -> "module:Class", or the class itself
+_NAMED_ONLY: set[str] = set()  # compared only when --strategies names them
 
 
-def register(name: str, target: str | type) -> None:
-    """Make ``name`` a strategy: ``target`` is its class or "package.module:Class"."""
+def register(name: str, target: str | type, *, compared_by_default: bool = True) -> None:
+    """Make ``name`` a strategy: ``target`` is its class or "package.module:Class".
+
+    ``compared_by_default``: whether `dpwise compare` runs it when --strategies is not given
+    (known without importing the class: compare's settings are built before torch loads)."""
     if name in _REGISTRY:
         raise ValueError(f"strategy {name!r} is already registered")
     _REGISTRY[name] = target
+    if not compared_by_default:
+        _NAMED_ONLY.add(name)
 
 
 def unregister(name: str) -> None:
     del _REGISTRY[name]
+    _NAMED_ONLY.discard(name)
 
 
 def names() -> tuple[str, ...]:
@@ -67,6 +75,11 @@ def traits(name: str) -> Traits:
     return strategy_class(name).traits
 
 
+def compared_by_default() -> tuple[str, ...]:
+    """What `dpwise compare` runs when --strategies is not given."""
+    return tuple(n for n in names() if n not in _NAMED_ONLY)
+
+
 def those(has: Callable[[Traits], bool]) -> tuple[str, ...]:
     """The names of the strategies whose traits satisfy ``has`` (for messages and matrices)."""
     return tuple(n for n in names() if has(traits(n)))
@@ -85,6 +98,9 @@ def make_strategy(plan: RunPlan, env: DistEnv) -> Strategy:
 register("single", "dpwise.strategies.single:SingleStrategy")
 register("dp", "dpwise.strategies.dp:DataParallelStrategy")
 register("ddp", "dpwise.strategies.ddp:DDPStrategy")
+# fsdp's runs alone took 51 s of the default comparison's 90 s budget on a 2-core CPU (the
+# SimpleModel's two small units pay FSDP's per-unit collectives every step): run when named
+register("fsdp", "dpwise.strategies.fsdp:FSDPStrategy", compared_by_default=False)
 
 
 def one_process_many_devices(runs):  # type: ignore[no-untyped-def]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -44,6 +44,17 @@ class Strategy(Protocol):
 
     def load_full_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
         """Load a full_state_dict() into the wrapped model on every process."""
+
+    def optimizer_state_dict(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer
+    ) -> dict[str, Any]:
+        """The whole optimizer state in the plain optimizer's layout (``optimizer.state_dict()``
+        of the unwrapped model). Every process calls it; the main process's is whole."""
+
+    def load_optimizer_state_dict(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+    ) -> None:
+        """Load an optimizer_state_dict() on every process."""
 
     def shard(self, rows: torch.Tensor) -> torch.Tensor:
         """The rows of one global batch that this process trains on."""

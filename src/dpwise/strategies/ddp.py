@@ -110,6 +110,16 @@ class DDPStrategy:
     def load_full_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
         self.unwrap(model).load_state_dict(state)
 
+    def optimizer_state_dict(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer
+    ) -> dict[str, Any]:
+        return optimizer.state_dict()  # every process holds the whole state
+
+    def load_optimizer_state_dict(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+    ) -> None:
+        optimizer.load_state_dict(state)
+
     def shard(self, rows: torch.Tensor) -> torch.Tensor:
         return rows[self.rank :: self.world_size]  # DistributedSampler: rank r takes r::W
 

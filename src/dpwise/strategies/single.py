@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -50,6 +50,16 @@ class SingleStrategy:
 
     def load_full_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
         self.unwrap(model).load_state_dict(state)
+
+    def optimizer_state_dict(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer
+    ) -> dict[str, Any]:
+        return optimizer.state_dict()  # every process holds the whole state
+
+    def load_optimizer_state_dict(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+    ) -> None:
+        optimizer.load_state_dict(state)
 
     def shard(self, rows: torch.Tensor) -> torch.Tensor:
         return rows

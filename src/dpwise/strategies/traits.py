@@ -32,9 +32,16 @@ class Traits:
     """TrainConfig fields only this strategy accepts (e.g. find_unused_parameters)."""
     reference: bool = False
     """The run every other strategy must reproduce (compare always runs it first)."""
+    min_world_size: int = 1
+    """The fewest processes it runs on (fsdp: 2; one process has nothing to shard over)."""
+    shards_model: bool = False
+    """Each process holds 1/W of the parameters, gradients and optimizer state (fsdp), not a
+    whole replica: the memory estimate and the memory check read it."""
 
     def __post_init__(self) -> None:
         if self.devices not in (OWN, VISIBLE):
             raise ValueError(f"devices must be {OWN!r} or {VISIBLE!r}, got {self.devices!r}")
+        if self.min_world_size > 1 and not self.multiprocess:
+            raise ValueError(f"{self.name}: a world of several processes needs multiprocess")
         if self.multiprocess and not self.process_group:
             raise ValueError(f"{self.name}: several processes need a process group")

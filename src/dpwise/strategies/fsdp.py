@@ -1,0 +1,235 @@
+"""Fully sharded data parallel (FSDP2, ``torch.distributed.fsdp.fully_shard``): a process per
+device, each holding 1/W of every parameter, gradient and optimizer state.
+
+What is sharded (``shard_units``): each repeated block (the children of a ModuleList or
+Sequential with two or more children that hold parameters: transformer layers, ResNet stages'
+blocks), or, in a model without repeated blocks, each direct child that holds parameters; then
+the root, which takes every parameter left. A unit's parameters are all-gathered just before its
+forward and backward and freed after (``reshard_after_forward``).
+
+Mixed precision: compute runs under autocast, as in single and ddp, so that the runs stay
+comparable op for op. FSDP2's MixedPrecisionPolicy is given ``reduce_dtype=float32`` so that
+gradients are reduce-scattered in fp32 whatever the compute dtype; its ``param_dtype`` stays
+unset: casting whole modules to bf16 (norms and softmax included) would be a different model from
+autocast's. fp16's GradScaler works on sharded gradients because DTensor reduces the scaler's
+inf/NaN flag over every shard before the step is skipped or taken.
+
+Checkpoints are gathered, not sharded: ``full_state_dict`` and ``optimizer_state_dict`` return
+the whole model and optimizer state on rank 0 in the plain model's names and the plain
+optimizer's layout. A checkpoint is then one file in the same format as single's and ddp's
+(resumable by any strategy, loadable with ``weights_only=True``); the price is that rank 0 holds
+the whole state in host memory while it writes, which a model that fits the host allows.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from dpwise.errors import DpwiseError
+from dpwise.strategies.ddp import DDPStrategy
+from dpwise.strategies.traits import OWN, Traits
+
+if TYPE_CHECKING:
+    from dpwise.launch_env import DistEnv
+    from dpwise.plan import RunPlan
+
+ROOT = "(root)"
+
+
+def _api() -> Any:
+    """torch.distributed.fsdp with FSDP2's public ``fully_shard`` (PyTorch 2.6 and later)."""
+    module = importlib.import_module("torch.distributed.fsdp")
+    if not hasattr(module, "fully_shard"):
+        raise DpwiseError(
+            f"--strategy fsdp needs PyTorch 2.6 or later (torch.distributed.fsdp.fully_shard); "
+            f"this is {torch.__version__}: upgrade torch or use --strategy ddp"
+        )
+    return module
+
+
+def _holds_parameters(module: nn.Module) -> bool:
+    return any(True for _ in module.parameters())
+
+
+def shard_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The submodules sharded as units of their own, by qualified name, outermost first.
+
+    Repeated blocks where the model has them; otherwise each direct child with parameters. The
+    root (not listed) is sharded last and holds every parameter no unit holds.
+    """
+    blocks: list[tuple[str, nn.Module]] = []
+    chosen: set[int] = set()
+    inside: set[int] = set()  # modules within a chosen block
+    for name, module in model.named_modules():
+        if id(module) in inside or not isinstance(module, (nn.ModuleList, nn.Sequential)):
+            continue
+        children = [(n, c) for n, c in module.named_children() if _holds_parameters(c)]
+        if len(children) < 2 or module is model:
+            continue
+        for child_name, child in children:
+            if id(child) in chosen:
+                continue
+            chosen.add(id(child))
+            inside.update(id(m) for m in child.modules())
+            blocks.append((f"{name}.{child_name}" if name else child_name, child))
+    if blocks:
+        return blocks
+    return [(n, c) for n, c in model.named_children() if _holds_parameters(c)]
+
+
+def unit_names(model: nn.Module) -> list[str]:
+    """What ``wrap`` shards, in order, for output and metrics.json: the units, then the root."""
+    return [name for name, _ in shard_units(model)] + [ROOT]
+
+
+class FSDPStrategy(DDPStrategy):
+    """ddp's process group, launch and collectives; the model sharded instead of replicated."""
+
+    traits = Traits(
+        name="fsdp",
+        summary="FSDP2 (fully_shard): a process per device, parameters, gradients and "
+        "optimizer state sharded",
+        multiprocess=True,
+        process_group=True,
+        devices=OWN,
+        min_world_size=2,
+        shards_model=True,
+    )
+    name = traits.name
+
+    def __init__(self, env: DistEnv, backend: str, device_type: str, **kwargs: Any) -> None:
+        super().__init__(env, backend, device_type, **kwargs)
+        self.precision = "fp32"
+        self.units: list[str] = []
+
+    @classmethod
+    def from_plan(cls, plan: RunPlan, env: DistEnv) -> FSDPStrategy:
+        _api()
+        strategy = cls(env, plan.backend or "gloo", plan.device_type, timeout_s=plan.config.timeout)
+        strategy.precision = plan.config.precision
+        return strategy
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        fsdp = _api()
+        if not _holds_parameters(model):
+            raise DpwiseError(
+                "--strategy fsdp: the model has no parameters to shard; use --strategy ddp"
+            )
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh(self.device.type, (self.world_size,))
+        policy = fsdp.MixedPrecisionPolicy(reduce_dtype=torch.float32)
+        units = shard_units(model)
+        for _, unit in units:
+            fsdp.fully_shard(unit, mesh=mesh, mp_policy=policy)
+        fsdp.fully_shard(model, mesh=mesh, mp_policy=policy)
+        self.units = [name for name, _ in units] + [ROOT]
+        return model
+
+    def unwrap(self, model: nn.Module) -> nn.Module:
+        return model  # fully_shard changes the module in place; its names stay the plain model's
+
+    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+        state = get_model_state_dict(model, options=_gathered())
+        return state if self.is_main else {}
+
+    def load_full_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+        # every rank read the file: each takes its own shard (the call converts the dict in place)
+        set_model_state_dict(model, dict(state), options=_full())
+
+    def optimizer_state_dict(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer
+    ) -> dict[str, Any]:
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+        state = get_optimizer_state_dict(model, optimizer, options=_gathered())
+        if not self.is_main:
+            return {}
+        return _by_index(state, _optimizer_names(model, optimizer))
+
+    def load_optimizer_state_dict(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+    ) -> None:
+        from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+        named = _by_name(state, _optimizer_names(model, optimizer))
+        set_optimizer_state_dict(model, optimizer, named, options=_full())
+
+    def no_sync(self, model: nn.Module) -> AbstractContextManager[None]:
+        return _gradient_sync_off(model)
+
+    def release(self, model: nn.Module) -> None:
+        if dist.is_initialized():
+            dist.barrier()  # every rank's outstanding collectives are done
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "devices": [str(self.device)],
+            "backend": self.backend,
+            "notes": [f"fsdp shards {len(self.units)} unit(s): {', '.join(self.units)}"],
+            "sharded_units": list(self.units),
+        }
+
+
+def _full() -> Any:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True)
+
+
+def _gathered() -> Any:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+@contextmanager
+def _gradient_sync_off(model: nn.Module) -> Iterator[None]:
+    """FSDP2's own switch: gradients accumulate unsharded, the last micro-step reduce-scatters."""
+    switch = getattr(model, "set_requires_gradient_sync", None)
+    if switch is None:
+        yield
+        return
+    switch(False)
+    try:
+        yield
+    finally:
+        switch(True)
+
+
+def _optimizer_names(model: nn.Module, optimizer: torch.optim.Optimizer) -> list[str]:
+    """Each parameter's qualified name, in the optimizer's order (the plain layout's indices)."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    return [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+
+
+def _by_index(state: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """Names → indices: the layout ``torch.optim.Optimizer.state_dict()`` writes for the plain
+    model, so that the checkpoint is the same whichever strategy wrote it."""
+    index = {n: i for i, n in enumerate(names)}
+    groups = [
+        {**group, "params": [index[n] for n in group["params"]]} for group in state["param_groups"]
+    ]
+    return {"state": {index[n]: s for n, s in state["state"].items()}, "param_groups": groups}
+
+
+def _by_name(state: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    try:
+        groups = [
+            {**group, "params": [names[i] for i in group["params"]]}
+            for group in state["param_groups"]
+        ]
+        return {"state": {names[i]: s for i, s in state["state"].items()}, "param_groups": groups}
+    except (IndexError, TypeError) as exc:
+        raise ValueError(f"optimizer state for another model ({exc})") from None

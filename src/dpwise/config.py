@@ -76,7 +76,7 @@ LOSS_HELP = (
     "token-cross-entropy for (batch, tokens) labels, mse for real-valued targets"
 )
 TIMEOUT_HELP = (
-    "ddp: seconds a collective waits for a peer before the run fails (default "
+    "ddp, fsdp: seconds a collective waits for a peer before the run fails (default "
     f"{DEFAULT_TIMEOUT_S:.0f}: room for rank 0 to write a multi-GB checkpoint while the others "
     "wait); a worker that stays stopped this long is killed and named"
 )
@@ -115,7 +115,10 @@ class TrainConfig(WorkloadSettings):
 
     strategy: str = setting("single", choices=strategies.names)
     nproc: int | None = setting(
-        None, type=int, checks=[at_least(1)], help="ddp workers per node (default: GPUs, else 2)"
+        None,
+        type=int,
+        checks=[at_least(1)],
+        help="ddp, fsdp: workers per node (default: GPUs, else 2)",
     )
     nnodes: int = setting(
         1, type=int, checks=[at_least(1)], help="nodes (multi-node needs rendezvous)"
@@ -134,7 +137,7 @@ class TrainConfig(WorkloadSettings):
         help="when a worker dies, restart all of them up to N times; they resume from the run's "
         "latest checkpoint (--checkpoint-every)",
     )
-    # seconds a collective waits for a peer (ddp)
+    # seconds a collective waits for a peer (ddp, fsdp)
     timeout: float = setting(
         DEFAULT_TIMEOUT_S, type=float, checks=[_timeout], metavar="SECONDS", help=TIMEOUT_HELP
     )

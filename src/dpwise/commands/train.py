@@ -17,12 +17,14 @@ EPILOG = """\
 examples:
   dpwise train                                    # the guide's SimpleModel, one process
   dpwise train --strategy ddp --nproc 2 --out runs/ddp
+  dpwise train --strategy fsdp --nproc 2 --model transformer   # FSDP2: shards each layer
   dpwise train --model transformer --model-arg layers=4 --model-arg dim=256
   dpwise train --model mypkg.models:build --data mypkg.data:load --strategy ddp
   torchrun --standalone --nproc_per_node=2 -m dpwise train --strategy ddp --out runs/ddp
 
---batch-size is the GLOBAL batch: ddp with W workers gives each worker batch/W rows, so
-single, dp and ddp train on the same rows in the same order and end with the same parameters.
+--batch-size is the GLOBAL batch: ddp or fsdp with W workers gives each worker batch/W rows,
+so single, dp, ddp and fsdp train on the same rows in the same order and end with the same
+parameters. fsdp's final.pt is the whole unsharded model, as single's.
 """
 
 

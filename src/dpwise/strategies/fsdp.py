@@ -71,7 +71,7 @@ def shard_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
         if id(module) in inside or not isinstance(module, (nn.ModuleList, nn.Sequential)):
             continue
         children = [(n, c) for n, c in module.named_children() if _holds_parameters(c)]
-        if len(children) < 2 or module is model:
+        if len(children) < 2:
             continue
         for child_name, child in children:
             if id(child) in chosen:

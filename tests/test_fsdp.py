@@ -1,0 +1,138 @@
+"""fsdp (FSDP2 fully_shard): the equivalence contract, gathered checkpoints, its sync switch, and
+its one-line refusals."""
+
+import json
+
+import pytest
+import torch
+
+from conftest import free_port, load_state, max_abs_diff, run_cli
+from dpwise.config import TrainConfig
+from dpwise.engine import train
+from dpwise.hardware import Hardware
+from dpwise.launch_env import DistEnv
+from dpwise.models import SimpleModel, TinyTransformer
+from dpwise.plan import resolve
+from dpwise.strategies.fsdp import ROOT, FSDPStrategy, shard_units, unit_names
+from dpwise.workload import resolve_workload
+from helpers_train import train_here
+
+FSDP2 = ["train", "--strategy", "fsdp", "--nproc", "2", "--quiet"]
+
+
+def _train(*args: str) -> None:
+    proc = run_cli(*args)
+    assert proc.returncode == 0, proc.stderr
+
+
+# -- which submodules are sharded ---------------------------------------------------------------
+def test_units_are_the_repeated_blocks_or_else_each_child_with_parameters():
+    assert unit_names(TinyTransformer(layers=3)) == [
+        "encoder.layers.0",
+        "encoder.layers.1",
+        "encoder.layers.2",
+        ROOT,  # embedding, positions, final norm and head
+    ]
+    assert unit_names(SimpleModel()) == ["fc1", "fc2", ROOT]
+    nested = torch.nn.Sequential(
+        torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)),
+        torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU()),
+    )
+    # outermost first, never a block inside a block
+    assert [n for n, _ in shard_units(nested)] == ["0", "1"]
+    deep = torch.nn.Module()
+    deep.body = nested
+    deep.head = torch.nn.Linear(2, 2)
+    assert unit_names(deep) == ["body.0", "body.1", ROOT]
+
+
+# -- the equivalence contract -------------------------------------------------------------------
+@pytest.mark.slow
+def test_fsdp_ends_with_singles_parameters_on_the_default_workload(tmp_path):
+    single, _ = train_here(tmp_path / "single", epochs=2)
+    proc = run_cli("train", "--strategy", "fsdp", "--nproc", "2", "--epochs", "2",
+                   "--out", str(tmp_path / "fsdp"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    final = load_state(tmp_path / "fsdp" / "final.pt")  # weights_only=True
+    assert list(final) == list(single)  # the plain model's names, in its order
+    assert max_abs_diff(single, final) <= 1e-5
+    assert all(type(t) is torch.Tensor and t.device.type == "cpu" for t in final.values())
+    SimpleModel().load_state_dict(final)  # strict: the full, unsharded, unwrapped model
+    metrics = json.loads((tmp_path / "fsdp" / "metrics.json").read_text())
+    assert metrics["strategy"] == "fsdp" and metrics["world_size"] == 2
+    assert metrics["sharded_units"] == ["fc1", "fc2", ROOT]
+    assert "note: fsdp shards 3 unit(s): fc1, fc2, (root)" in proc.stdout
+
+
+@pytest.mark.slow
+def test_fsdp_with_accumulation_equals_single_with_a_larger_batch_on_the_transformer(tmp_path):
+    model = ["--model", "transformer", "--epochs", "1"]
+    single, _ = train_here(
+        tmp_path / "single", model="transformer", epochs=1, batch_size=128, momentum=0.9
+    )
+    _train(*FSDP2, *model, "--batch-size", "64", "--accum-steps", "2", "--momentum", "0.9",
+           "--out", str(tmp_path / "fsdp"))  # fmt: skip
+    final = load_state(tmp_path / "fsdp" / "final.pt")
+    assert max_abs_diff(single, final) <= 1e-5
+    units = json.loads((tmp_path / "fsdp" / "metrics.json").read_text())["sharded_units"]
+    assert units == ["encoder.layers.0", "encoder.layers.1", ROOT]
+
+
+@pytest.mark.slow
+def test_fsdp_resumes_mid_epoch_as_if_never_stopped(tmp_path):
+    base = [*FSDP2, "--optimizer", "adamw", "--epochs", "2"]
+    _train(*base, "--out", str(tmp_path / "whole"))
+    _train(*base, "--max-steps", "20", "--checkpoint-every", "20", "--out", str(tmp_path / "cut"))
+    checkpoint = load_state(tmp_path / "cut" / "checkpoint.pt")
+    # gathered, in the plain optimizer's layout: any strategy can resume it
+    assert sorted(checkpoint["optimizer"]["state"]) == [0, 1, 2, 3]
+    assert checkpoint["optimizer"]["state"][0]["exp_avg"].shape == (512, 1000)
+    _train(*base, "--resume", "--out", str(tmp_path / "cut"))
+    diff = max_abs_diff(
+        load_state(tmp_path / "whole" / "final.pt"), load_state(tmp_path / "cut" / "final.pt")
+    )
+    assert diff <= 1e-6
+    metrics = json.loads((tmp_path / "cut" / "metrics.json").read_text())
+    assert metrics["resumed_at_step"] == 20 and metrics["global_steps"] == 2 * 39
+
+
+# -- FSDP2's own switch for accumulation --------------------------------------------------------
+def test_non_final_micro_steps_turn_fsdps_gradient_sync_off(monkeypatch):
+    """The loop's no_sync is FSDP2's set_requires_gradient_sync(False), back on for the last."""
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    switched: list[bool] = []
+
+    class Recording(FSDPStrategy):
+        def wrap(self, model):
+            wrapped = super().wrap(model)
+            real = wrapped.set_requires_gradient_sync
+            wrapped.set_requires_gradient_sync = lambda on, **kw: (switched.append(on), real(on))
+            return wrapped
+
+    cfg = TrainConfig(strategy="ddp", nproc=1, batch_size=32, accum_steps=4, max_steps=2,
+                      data_args={"samples": 512})  # fmt: skip
+    env = DistEnv(world_size=1)  # a one-member group: the switch, not the sharding, is tested
+    plan = resolve(cfg, Hardware(cuda_devices=0, cpu_cores=2), env)
+    strategy = Recording(env, "gloo", "cpu")
+    result = train(plan, strategy, resolve_workload("simple", {}, None, cfg.data_args)).result
+    assert result.global_steps == 2
+    assert switched == [False, True] * 3 * 2  # off and on again around micro-steps 1-3 of 4
+
+
+# -- bad input: one line, exit 2 ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nproc", "1"], "--strategy fsdp needs at least 2 processes, this run has 1"),
+        (["--nproc", "3"], "--batch-size 256 is not divisible by world size 3"),
+        (["--nproc", "2", "--model", "userpkg:no_parameters"], "no trainable parameters"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
+    proc = run_cli("train", "--strategy", "fsdp", *args, "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import free_port, load_state, max_abs_diff, run_cli
+from conftest import free_port, load_state, max_abs_diff, run_cli, run_module
 from dpwise.config import TrainConfig
 from dpwise.engine import train
 from dpwise.hardware import Hardware
@@ -94,6 +94,23 @@ def test_fsdp_resumes_mid_epoch_as_if_never_stopped(tmp_path):
     assert diff <= 1e-6
     metrics = json.loads((tmp_path / "cut" / "metrics.json").read_text())
     assert metrics["resumed_at_step"] == 20 and metrics["global_steps"] == 2 * 39
+
+
+@pytest.mark.slow
+def test_under_torchrun_fsdp_is_the_same_run(tmp_path):
+    _train("train", "--strategy", "fsdp", "--nproc", "2", "--max-steps", "8", "--quiet",
+           "--out", str(tmp_path / "own"))  # fmt: skip
+    proc = run_module(
+        "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "dpwise", "train",
+        "--strategy", "fsdp", "--max-steps", "8", "--quiet", "--out", str(tmp_path / "torchrun"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    diff = max_abs_diff(
+        load_state(tmp_path / "own" / "final.pt"), load_state(tmp_path / "torchrun" / "final.pt")
+    )
+    assert diff <= 1e-6
+    workers = json.loads((tmp_path / "torchrun" / "metrics.json").read_text())["workers"]
+    assert [w["rank"] for w in workers] == [0, 1]
 
 
 # -- FSDP2's own switch for accumulation --------------------------------------------------------

@@ -40,9 +40,10 @@ def test_single_node_gets_a_free_loopback_port_and_a_fresh_id():
 
 
 @pytest.mark.slow
-def test_two_nodes_on_loopback_train_like_one_process(tmp_path):
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_two_nodes_on_loopback_train_like_one_process(tmp_path, strategy):
     single, _ = train_here(tmp_path / "single", epochs=1)
-    args = [sys.executable, "-m", "dpwise", "train", "--strategy", "ddp", "--nproc", "1",
+    args = [sys.executable, "-m", "dpwise", "train", "--strategy", strategy, "--nproc", "1",
             "--nnodes", "2", "--rdzv-endpoint", f"localhost:{free_port()}", "--threads", "1",
             "--epochs", "1", "--quiet", "--out", str(tmp_path / "mn")]  # fmt: skip
     nodes = [

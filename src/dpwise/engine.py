@@ -110,7 +110,7 @@ class Loop:
         self.data: BatchSource = data if data is not None else workload.load_data(self.cfg.seed)
         self.steps = steps_per_epoch(len(self.data), self.cfg.batch_size, self.cfg.accum_steps)
         torch.manual_seed(self.cfg.seed)  # the same initial state on every rank and strategy
-        base = workload.build_model().to(strategy.device)
+        base = strategy.place(workload.build_model())
         self.model = strategy.wrap(base)
         self.optimizer = make_optimizer(
             self.cfg.optimizer,

@@ -32,6 +32,9 @@ class Strategy(Protocol):
     def setup(self) -> None:
         """Process group and device selection; a no-op where there is none."""
 
+    def place(self, model: nn.Module) -> nn.Module:
+        """Put a freshly built model where wrap() wants it (its device, for most)."""
+
     def wrap(self, model: nn.Module) -> nn.Module:
         """DataParallel(model) / DistributedDataParallel(model) / the model itself."""
 

@@ -93,6 +93,9 @@ class DDPStrategy:
                 setter(self.timeout)  # collectives wait at most --timeout from now on
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
 
+    def place(self, model: nn.Module) -> nn.Module:
+        return model.to(self.device)
+
     def wrap(self, model: nn.Module) -> nn.Module:
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         wrapped = GuardedDDP(model, device_ids=device_ids, **self.options)

@@ -116,6 +116,11 @@ class FSDPStrategy(DDPStrategy):
         strategy.precision = plan.config.precision
         return strategy
 
+    def place(self, model: nn.Module) -> nn.Module:
+        # stays where it was built (the host): fully_shard moves each unit to this process's
+        # device as it shards it, so a GPU never holds more than its shards and one whole unit
+        return model
+
     def wrap(self, model: nn.Module) -> nn.Module:
         fsdp = _api()
         if not _holds_parameters(model):
@@ -130,6 +135,7 @@ class FSDPStrategy(DDPStrategy):
         for _, unit in units:
             fsdp.fully_shard(unit, mesh=mesh, mp_policy=policy)
         fsdp.fully_shard(model, mesh=mesh, mp_policy=policy)
+        model.to(self.device)  # what no unit manages (buffers); the shards are there already
         self.units = [name for name, _ in units] + [ROOT]
         return model
 

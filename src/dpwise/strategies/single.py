@@ -39,6 +39,9 @@ class SingleStrategy:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
 
+    def place(self, model: nn.Module) -> nn.Module:
+        return model.to(self.device)
+
     def wrap(self, model: nn.Module) -> nn.Module:
         return model
 

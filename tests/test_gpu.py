@@ -32,3 +32,22 @@ def test_single_dp_ddp_agree_on_cuda(tmp_path):
     assert {m["kind"] for m in metrics["peak_memory"]} == {"cuda_max_memory_allocated"}
     dp = json.loads((tmp_path / "dp" / "metrics.json").read_text())
     assert len(dp["peak_memory"]) == gpus
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="fsdp needs two GPUs")
+def test_fsdp_on_nccl_agrees_and_holds_less_than_ddp_per_gpu(tmp_path):
+    model = ["--model", "transformer", "--model-arg", "layers=4", "--model-arg", "dim=512"]
+    base = ["train", "--nproc", "2", *model, "--optimizer", "adamw", "--epochs", "1", "--quiet"]
+    for name in ("ddp", "fsdp"):
+        proc = run_cli(*base, "--strategy", name, "--out", str(tmp_path / name))
+        assert proc.returncode == 0, proc.stderr
+    ddp, fsdp = (load_state(tmp_path / n / "final.pt") for n in ("ddp", "fsdp"))
+    assert max_abs_diff(ddp, fsdp) <= 1e-4
+    peaks = {
+        n: max(
+            m["bytes"]
+            for m in json.loads((tmp_path / n / "metrics.json").read_text())["peak_memory"]
+        )
+        for n in ("ddp", "fsdp")
+    }
+    assert peaks["fsdp"] < peaks["ddp"], peaks

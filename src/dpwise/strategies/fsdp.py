@@ -117,8 +117,9 @@ class FSDPStrategy(DDPStrategy):
         return strategy
 
     def place(self, model: nn.Module) -> nn.Module:
-        # stays where it was built (the host): fully_shard moves each unit to this process's
-        # device as it shards it, so a GPU never holds more than its shards and one whole unit
+        # stays where it was built (the host): fully_shard moves each unit's parameters and
+        # buffers to the mesh's device as it shards it (the root takes the rest), so a GPU never
+        # holds more than its shards and one whole unit
         return model
 
     def wrap(self, model: nn.Module) -> nn.Module:
@@ -135,7 +136,6 @@ class FSDPStrategy(DDPStrategy):
         for _, unit in units:
             fsdp.fully_shard(unit, mesh=mesh, mp_policy=policy)
         fsdp.fully_shard(model, mesh=mesh, mp_policy=policy)
-        model.to(self.device)  # what no unit manages (buffers); the shards are there already
         self.units = [name for name, _ in units] + [ROOT]
         return model
 

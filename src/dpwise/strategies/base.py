@@ -89,3 +89,33 @@ class Strategy(Protocol):
 
     def describe(self) -> dict[str, object]:
         """Facts for metrics.json: devices, backend, notes."""
+
+
+class WholeModel:
+    """The state hooks of a strategy whose every process holds the whole model (single, dp, ddp):
+    the model goes to the process's device, and the state dicts are the unwrapped module's and
+    the optimizer's own."""
+
+    device: torch.device
+
+    def unwrap(self, model: nn.Module) -> nn.Module:
+        return model
+
+    def place(self, model: nn.Module) -> nn.Module:
+        return model.to(self.device)
+
+    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        return self.unwrap(model).state_dict()  # every process holds the whole model
+
+    def load_full_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+        self.unwrap(model).load_state_dict(state)
+
+    def optimizer_state_dict(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer
+    ) -> dict[str, Any]:
+        return optimizer.state_dict()
+
+    def load_optimizer_state_dict(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+    ) -> None:
+        optimizer.load_state_dict(state)

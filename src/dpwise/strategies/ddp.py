@@ -17,6 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from dpwise.config import DEFAULT_TIMEOUT_S
 from dpwise.launch_env import DistEnv
+from dpwise.strategies.base import WholeModel
 from dpwise.strategies.ddp_guard import GuardedDDP
 from dpwise.strategies.traits import OWN, Traits
 
@@ -32,7 +33,7 @@ def _accepts_device_id() -> bool:
     return "device_id" in inspect.signature(dist.init_process_group).parameters
 
 
-class DDPStrategy:
+class DDPStrategy(WholeModel):
     traits = Traits(
         name="ddp",
         summary="DistributedDataParallel: a process per device, gradients all-reduced",
@@ -93,9 +94,6 @@ class DDPStrategy:
                 setter(self.timeout)  # collectives wait at most --timeout from now on
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
 
-    def place(self, model: nn.Module) -> nn.Module:
-        return model.to(self.device)
-
     def wrap(self, model: nn.Module) -> nn.Module:
         device_ids = [self.device.index] if self.device.type == "cuda" else None
         wrapped = GuardedDDP(model, device_ids=device_ids, **self.options)
@@ -106,22 +104,6 @@ class DDPStrategy:
 
     def unwrap(self, model: nn.Module) -> nn.Module:
         return model.module if isinstance(model, DistributedDataParallel) else model
-
-    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
-        return self.unwrap(model).state_dict()  # every rank holds the whole model
-
-    def load_full_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
-        self.unwrap(model).load_state_dict(state)
-
-    def optimizer_state_dict(
-        self, model: nn.Module, optimizer: torch.optim.Optimizer
-    ) -> dict[str, Any]:
-        return optimizer.state_dict()  # every process holds the whole state
-
-    def load_optimizer_state_dict(
-        self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
-    ) -> None:
-        optimizer.load_state_dict(state)
 
     def shard(self, rows: torch.Tensor) -> torch.Tensor:
         return rows[self.rank :: self.world_size]  # DistributedSampler: rank r takes r::W

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
+from dpwise.strategies.base import WholeModel
 from dpwise.strategies.traits import OWN, Traits
 
 if TYPE_CHECKING:
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from dpwise.plan import RunPlan
 
 
-class SingleStrategy:
+class SingleStrategy(WholeModel):
     traits = Traits(
         name="single",
         summary="one process on one device",
@@ -39,30 +40,8 @@ class SingleStrategy:
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)
 
-    def place(self, model: nn.Module) -> nn.Module:
-        return model.to(self.device)
-
     def wrap(self, model: nn.Module) -> nn.Module:
         return model
-
-    def unwrap(self, model: nn.Module) -> nn.Module:
-        return model
-
-    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
-        return self.unwrap(model).state_dict()
-
-    def load_full_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
-        self.unwrap(model).load_state_dict(state)
-
-    def optimizer_state_dict(
-        self, model: nn.Module, optimizer: torch.optim.Optimizer
-    ) -> dict[str, Any]:
-        return optimizer.state_dict()  # every process holds the whole state
-
-    def load_optimizer_state_dict(
-        self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
-    ) -> None:
-        optimizer.load_state_dict(state)
 
     def shard(self, rows: torch.Tensor) -> torch.Tensor:
         return rows

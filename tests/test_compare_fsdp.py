@@ -184,7 +184,8 @@ def test_compare_with_fsdp_measures_the_memory_check_and_reports_both_peaks(tmp_
     fsdp = next(r for r in results["runs"] if r["id"] == "fsdp-2")
     ops = {o["op"]: o["count_per_step"] for o in fsdp["communication"]["collectives"]}
     assert ops["all_gather"] >= 1 and ops["reduce_scatter"] >= 1 and ops["all_reduce"] == 0
-    report = (out / "report.md").read_text()
-    for key in ("ddp_peak_bytes", "fsdp_peak_bytes"):
-        assert f"{f[key] / MIB:.1f} MiB" in report
-    assert FSDP_CLAIM in report
+    for name in ("report.md", "report.html"):
+        report = (out / name).read_text()
+        for key in ("ddp_peak_bytes", "fsdp_peak_bytes"):
+            assert f"{f[key] / MIB:.1f} MiB" in report, name
+        assert FSDP_CLAIM in report and "FSDP / DDP peak per process" in report, name

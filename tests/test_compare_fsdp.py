@@ -50,6 +50,18 @@ def test_fsdp_not_below_ddp_warns_with_both_peaks():
     assert "did not need less than DDP" in result.summary and "31.0 MiB" in result.summary
 
 
+def test_a_gap_under_one_gradient_copy_is_said_to_be_no_measurable_difference():
+    # the fakes' fsdp run has 2,000,000 bytes of gradients (1.9 MiB)
+    close = checks.MEMORY(context(_cpu_runs(30 * MIB, 29 * MIB), device_type="cpu"))
+    assert close.status == "pass" and close.figures["fsdp_within_one_gradient_copy"] is True
+    assert "no measurable difference" in close.explanation
+    row = _claims(_cpu_runs(30 * MIB, 29 * MIB))[FSDP_CLAIM]
+    assert row["verdict"] == "held" and "under one copy of the gradients" in row["why"]
+    far = checks.MEMORY(context(_cpu_runs(40 * MIB, 30 * MIB), device_type="cpu"))
+    assert far.figures["fsdp_within_one_gradient_copy"] is False
+    assert "no measurable difference" not in far.explanation
+
+
 def test_fsdp_without_ddp_of_its_size_is_skipped_without_fsdp_figures():
     runs = [run("single", 1000), run("ddp-1", 900), run("fsdp-2", 700)]
     result = checks.MEMORY(context(runs, device_type="cpu"))

@@ -7,6 +7,7 @@ from typing import Any
 
 from dpwise.checks import CheckContext, Diagnosis
 from dpwise.compare.records import DevicePeak, Memory, Run, Spread
+from dpwise.strategies import traits
 
 CLEAN = Diagnosis(batchnorm=[], stochastic=[], loss_reduction="mean")
 
@@ -29,7 +30,7 @@ def run(
     values = [rate * (1 + noise.uniform(-spread, spread)) for _ in range(rounds)]
     strategy, _, size = id.partition("-")
     world = int(size or 1)
-    devices = world if strategy == "ddp" else 1
+    devices = world if traits(strategy).multiprocess else 1  # ddp-W, fsdp-W: a peak per process
     return Run(
         id=id,
         label=id.replace("-", " × "),
@@ -75,6 +76,7 @@ def context(
 
 
 def comm(exposed_share: float, reduced: int = 2_000_000, grads: int = 2_000_000) -> dict[str, Any]:
+    """A ddp run's profile: one all-reduce per step."""
     step = 10.0
     return {
         "collectives": [
@@ -82,6 +84,29 @@ def comm(exposed_share: float, reduced: int = 2_000_000, grads: int = 2_000_000)
             {"op": "broadcast", "count_per_step": 0.0, "ms_per_step": 0.0},
         ],
         "bytes_all_reduced_per_step": reduced,
+        "gradient_bytes": grads,
+        "step_ms": step,
+        "step_ms_without_sync": step * (1 - exposed_share),
+        "exposed_ms": step * exposed_share,
+        "exposed_share": exposed_share,
+    }
+
+
+def fsdp_comm(exposed_share: float, grads: int = 2_000_000, units: int = 3) -> dict[str, Any]:
+    """An fsdp run's profile: per unit, an all-gather in forward and backward (the root's once)
+    and a reduce-scatter; nothing all-reduced."""
+    step = 10.0
+    gathers = 2 * units - 1
+    return {
+        "collectives": [
+            {"op": "all_reduce", "count_per_step": 0.0, "ms_per_step": 0.0},
+            {"op": "broadcast", "count_per_step": 0.0, "ms_per_step": 0.0},
+            {"op": "all_gather", "count_per_step": float(gathers), "ms_per_step": 2.0},
+            {"op": "reduce_scatter", "count_per_step": float(units), "ms_per_step": 1.0},
+        ],
+        "bytes_all_reduced_per_step": 0.0,
+        "bytes_all_gathered_per_step": 2.0 * grads,
+        "bytes_reduce_scattered_per_step": float(grads),
         "gradient_bytes": grads,
         "step_ms": step,
         "step_ms_without_sync": step * (1 - exposed_share),

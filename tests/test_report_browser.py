@@ -112,8 +112,9 @@ def test_screenshot_is_a_png(page, tmp_path):
 
 
 def _wide_results() -> dict[str, Any]:
-    """The sample with today's widest check tables: speed and communication with ddp × 1 and × 2."""
-    from compare_fakes import comm, context, run
+    """The sample with today's widest check tables: speed and communication with ddp × 1 and × 2
+    and fsdp × 2 (its collectives add a column)."""
+    from compare_fakes import comm, context, fsdp_comm, run
     from dpwise import checks
 
     one = comm(0.0)
@@ -124,6 +125,7 @@ def _wide_results() -> dict[str, Any]:
         run("dp", 990),
         run("ddp-1", 980, comm=one),
         run("ddp-2", 1500, comm=comm(0.123)),
+        run("fsdp-2", 1400, comm=fsdp_comm(0.123)),
     ]
     results = json.loads(SAMPLE.read_text())
     ctx = context(runs, repeats=12)

@@ -1,11 +1,12 @@
-"""Check 4, communication: collectives per step, bytes against gradients, exposed time."""
+"""Check 4, communication: collectives per step, bytes against gradients, exposed time (DDP's;
+FSDP's all-gathers and reduce-scatters are said beside it, not judged)."""
 
 from __future__ import annotations
 
 from dpwise.checks.base import Check, CheckContext, CheckResult
 from dpwise.checks.thresholds import BYTES_TOLERANCE, EXPOSED_SHARE_LIMIT
 from dpwise.compare.records import Run
-from dpwise.strategies import traits
+from dpwise.strategies import one_process_per_device, sharded, traits
 from dpwise.units import mib, pct
 
 NAME = "communication"
@@ -45,17 +46,47 @@ def _row(r: Run) -> list[str]:
     ]
 
 
+SHARDED_NOTE = (
+    " Not judged here (the guide's claim is DDP's): a sharded run all-gathers each unit's "
+    "parameters around its forward and backward and reduce-scatters its gradients; the bytes "
+    "are those of the unsharded tensors. On gloo a reduce-scatter runs as an all-reduce."
+)
+
+
+def sharded_collectives(r: Run) -> str:
+    """One sentence on a sharded run's collectives per step (FSDP: all-gather, reduce-scatter)."""
+    c = r.communication or {}
+    ops = {o["op"]: o for o in c.get("collectives", ())}
+    said = [
+        f"{ops[op]['count_per_step']:.1f} {words} ({mib(c.get(key))}, "
+        f"{ops[op]['ms_per_step']:.2f} ms)"
+        for op, words, key in (
+            ("all_gather", "all-gathers", "bytes_all_gathered_per_step"),
+            ("reduce_scatter", "reduce-scatters", "bytes_reduce_scattered_per_step"),
+        )
+        if op in ops
+    ]
+    if not said:
+        return ""
+    return f" {r.label} per step: {' and '.join(said)}."
+
+
 def evaluate(ctx: CheckContext) -> CheckResult:
-    ddp = [r for r in ctx.runs if traits(r.strategy).process_group and r.communication]
+    grouped = [r for r in ctx.runs if traits(r.strategy).process_group and r.communication]
+    # the verdict and table are DDP's (the guide's claim); a sharded run's collectives are said
+    ddp = one_process_per_device(grouped)
     measured = [r for r in ddp if r.world_size > 1 and "exposed_share" in r.communication]
     table = {"columns": COLUMNS, "rows": [_row(r) for r in ddp]}
+    shards = "".join(sharded_collectives(r) for r in sharded(grouped) if r.world_size > 1)
+    if shards:  # the bytes are the unsharded tensors each kind of collective handled
+        shards = SHARDED_NOTE + shards
     if not measured:
         return CheckResult(
             NAME,
             "skip",
             "no DDP run with two or more processes to profile",
             "Include ddp at a world size of 2 or more to profile its collectives; a one-process "
-            "group has nothing to exchange.",
+            "group has nothing to exchange." + shards,
             {},
             table,
             None,
@@ -82,7 +113,8 @@ def evaluate(ctx: CheckContext) -> CheckResult:
             "no_sync) amortise it."
             if heavy
             else ""
-        ),
+        )
+        + shards,
         {r.id: r.communication for r in measured},
         table,
         "communication.png",

@@ -1,13 +1,15 @@
-"""Check 2, memory: peak per device, the DDP / DataParallel ratio and device-0 imbalance."""
+"""Check 2, memory: peak per device, the DDP / DataParallel ratio and device-0 imbalance (GPUs),
+and FSDP's peak per process against DDP's at the same world size (CPU and GPU)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from dpwise.checks.base import Check, CheckContext, CheckResult, peak
-from dpwise.checks.thresholds import HALF_MEMORY
+from dpwise.checks.thresholds import FSDP_LESS_MEMORY, HALF_MEMORY
 from dpwise.compare.records import Run
-from dpwise.strategies import one_process_many_devices, one_process_per_device
+from dpwise.strategies import one_process_many_devices, one_process_per_device, sharded
 from dpwise.units import gib, mib
 
 WINDOW = (
@@ -26,47 +28,140 @@ def evaluate(ctx: CheckContext) -> CheckResult:
     table = {"columns": ["run", "device", f"peak ({kind})", "peak RSS"], "rows": _memory_rows(runs)}
     figures: dict[str, Any] = {"kind": kind, "peaks": {r.id: peak(r) for r in runs}}
     peaks = ", ".join(f"{r.label} {mib(peak(r))}" for r in runs)
-    if device_type == "cpu":
-        return CheckResult(
-            NAME,
-            "skip",
-            f"busiest device: {peaks}; DDP against DataParallel cannot be tested on the CPU",
-            "On the CPU DataParallel is a pass-through (it is the single-process run), so the "
-            "guide's comparison needs GPUs. Each DDP process holds the parameters, gradients, "
-            "optimizer state and DDP's bucket buffers (about one more copy of the gradients). "
-            + WINDOW,
-            figures,
-            table,
-            "memory.png",
-        )
-    dp, ddp = _pair_for_memory(runs)
-    if dp is None or ddp is None or not peak(dp):
-        return CheckResult(
-            NAME,
-            "skip",
-            f"busiest device: {peaks}; no dp and ddp run of the same size",
-            "Run dp and ddp at the same world size (--strategies single,dp,ddp) to compare them. "
-            + WINDOW,
-            figures,
-            table,
-            "memory.png",
-        )
-    ratio = peak(ddp) / peak(dp)
-    figures["ddp_over_dp"] = ratio
-    figures["dp_device0_imbalance"] = imbalance = _imbalance(dp)
-    held = ratio <= HALF_MEMORY
-    skew = "" if imbalance is None else f"; DataParallel's device 0 holds {imbalance:.2f}× the rest"
+    parts = [p for p in (_dp_part(runs, device_type), _fsdp_part(runs)) if p is not None]
+    measured = [p for p in parts if p.status is not None]
+    ordered = measured + [p for p in parts if p.status is None]  # what was measured first
+    for part in parts:
+        figures.update(part.figures)
+    status = "warn" if any(p.status == "warn" for p in measured) else "pass"
     return CheckResult(
         NAME,
+        status if measured else "skip",
+        ("" if measured else f"busiest device: {peaks}; ") + "; ".join(p.summary for p in ordered),
+        " ".join(p.explanation for p in ordered) + " " + WINDOW,
+        figures,
+        table,
+        "memory.png",
+    )
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One comparison of the check: its status (None: not measured here) and its words."""
+
+    status: str | None
+    summary: str
+    explanation: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def _dp_part(runs: list[Run], device_type: str) -> _Part:
+    """The guide's claim: DDP's peak per device against DataParallel's (GPUs only)."""
+    if device_type == "cpu":
+        return _Part(
+            None,
+            "DDP against DataParallel cannot be tested on the CPU",
+            "On the CPU DataParallel is a pass-through (it is the single-process run), so the "
+            "guide's comparison needs GPUs. Each DDP process holds the parameters, gradients, "
+            "optimizer state and DDP's bucket buffers (about one more copy of the gradients).",
+        )
+    dp, ddp = _pair(one_process_many_devices(runs), one_process_per_device(runs), smallest=2)
+    if dp is None or ddp is None or not peak(dp):
+        return _Part(
+            None,
+            "no dp and ddp run of the same size",
+            "Run dp and ddp at the same world size (--strategies single,dp,ddp) to compare them.",
+        )
+    ratio = peak(ddp) / peak(dp)
+    imbalance = _imbalance(dp)
+    held = ratio <= HALF_MEMORY
+    skew = "" if imbalance is None else f"; DataParallel's device 0 holds {imbalance:.2f}× the rest"
+    return _Part(
         "pass" if held else "warn",
         f"peak per device: {ddp.label} / {dp.label} = {ratio:.2f}: the guide's "
         f"'≈ 50 % less' {'held' if held else 'did not hold'} here{skew}",
         "DataParallel keeps the parameters, gradients, optimizer state and the gathered outputs "
         "on device 0; each DDP process holds parameters, gradients, optimizer state and bucket "
-        "buffers on its own GPU. The ratio compares the busiest device of each run. " + WINDOW,
-        figures,
-        table,
-        "memory.png",
+        "buffers on its own GPU. The ratio compares the busiest device of each run.",
+        {"ddp_over_dp": ratio, "dp_device0_imbalance": imbalance},
+    )
+
+
+def _fsdp_part(runs: list[Run]) -> _Part | None:
+    """A sharded run (FSDP) against a replicated one (DDP) of the same world size, on CPU and
+    GPU alike; None when no sharded run was asked for."""
+    shards = sharded(runs)
+    if not shards:
+        return None
+    ddp, fsdp = _pair(one_process_per_device(runs), shards, smallest=2)
+    if ddp is None or fsdp is None or not peak(ddp) or not peak(fsdp):
+        return _Part(
+            None,
+            "no ddp run of a sharded run's world size",
+            "Run ddp and fsdp at the same world size (--strategies single,ddp,fsdp) to compare "
+            "their peaks per process.",
+        )
+    ratio = peak(fsdp) / peak(ddp)
+    held = ratio < FSDP_LESS_MEMORY
+    return _Part(
+        "pass" if held else "warn",
+        f"peak per process: {fsdp.label} {mib(peak(fsdp))}, {ddp.label} {mib(peak(ddp))} "
+        f"({fsdp.label} / {ddp.label} = {ratio:.3f}): FSDP "
+        + ("needed less than DDP" if held else "did not need less than DDP"),
+        FSDP_EXPLANATION + _most_saved(fsdp) + ("" if held else FSDP_NO_SAVING) + _close(ddp, fsdp),
+        {
+            "ddp_peak_bytes": peak(ddp),
+            "fsdp_within_one_gradient_copy": within_one_gradient_copy(ddp, fsdp),
+            "fsdp_peak_bytes": peak(fsdp),
+            "fsdp_over_ddp": ratio,
+            "fsdp_vs_ddp_world_size": fsdp.world_size,
+            "fsdp_run": fsdp.id,
+            "ddp_run": ddp.id,
+        },
+    )
+
+
+FSDP_EXPLANATION = (
+    "FSDP shards the parameters, gradients and optimizer state: each of W processes keeps 1/W "
+    "of them and all-gathers a unit's parameters only around its forward and backward (PyTorch's "
+    "FSDP documentation; ZeRO stage 3, Rajbhandari et al. 2020), while each DDP process keeps "
+    "whole copies plus its gradient buckets. Activations are the same in both (the same rows per "
+    "process). FSDP's peak per process should therefore be below DDP's: the check passes when "
+    "it is, comparing the busiest process of each run at the same world size."
+)
+FSDP_NO_SAVING = (
+    " Here it was not: what sharding saved was less than what FSDP's gathered units cost. The "
+    "saving grows with the share of memory the model state takes."
+)
+
+
+def _most_saved(fsdp: Run) -> str:
+    """The most sharding can save per process, from the run's trainable parameter bytes."""
+    params = (fsdp.communication or {}).get("gradient_bytes")
+    if not params:
+        return ""
+    w = fsdp.world_size
+    return (
+        f" Here the trainable parameters take {mib(params)}: over {w} processes sharding saves "
+        f"at most {mib(params * (1 - 1 / w))} for each of the parameters, the gradients and "
+        "each optimizer state per parameter."
+    )
+
+
+def within_one_gradient_copy(ddp: Run, fsdp: Run) -> bool:
+    """The two peaks differ by less than one copy of the trainable parameters' bytes."""
+    params = (fsdp.communication or {}).get("gradient_bytes")
+    return bool(params) and abs(peak(ddp) - peak(fsdp)) < params
+
+
+def _close(ddp: Run, fsdp: Run) -> str:
+    if not within_one_gradient_copy(ddp, fsdp):
+        return ""
+    params = fsdp.communication["gradient_bytes"]
+    return (
+        f" The two peaks differ by less than one copy of the gradients ({mib(params)}), about "
+        "what a run's own CPU peak varies between runs and ranks (which of gloo's asynchronous "
+        "buffers are alive at the peak): read this as no measurable difference on this model."
     )
 
 
@@ -80,18 +175,13 @@ def _memory_rows(runs: list[Run]) -> list[list[str]]:
     return rows
 
 
-def _pair_for_memory(runs: list[Run]) -> tuple[Run | None, Run | None]:
-    dps, ddps = one_process_many_devices(runs), one_process_per_device(runs)
-    if not dps or not ddps:
-        return None, None
-    sizes = {r.world_size for r in dps if r.world_size > 1} & {r.world_size for r in ddps}
+def _pair(a: list[Run], b: list[Run], smallest: int) -> tuple[Run | None, Run | None]:
+    """A run of ``a`` and one of ``b`` at the largest world size both have (≥ ``smallest``)."""
+    sizes = {r.world_size for r in a if r.world_size >= smallest} & {r.world_size for r in b}
     if not sizes:
         return None, None
     w = max(sizes)
-    return (
-        next(r for r in dps if r.world_size == w),
-        next(r for r in ddps if r.world_size == w),
-    )
+    return next(r for r in a if r.world_size == w), next(r for r in b if r.world_size == w)
 
 
 def _imbalance(dp: Run) -> float | None:

@@ -16,6 +16,10 @@ EXPOSED_SHARE_LIMIT = 0.25
 SCALING_FLOOR = 0.70
 # Memory: "DDP needs about half of DataParallel's memory" holds at or below this ratio.
 HALF_MEMORY = 0.60
+# Memory: "FSDP needs less memory per device than DDP" holds below this ratio of the peaks per
+# process (FSDP / DDP, same world size): sharding the model state can only lower the peak, so
+# any ratio under 1 is the documented saving seen; at or above 1 it was not seen.
+FSDP_LESS_MEMORY = 1.0
 # Communication bytes: all-reduced bytes within this share of the gradient bytes count as full.
 BYTES_TOLERANCE = 0.05
 # "DDP scales almost linearly": scaling efficiency at the largest world size at or above this.

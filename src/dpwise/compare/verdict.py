@@ -10,10 +10,16 @@ from dpwise.checks import COMMUNICATION, MEMORY, SCALABILITY, Check, CheckResult
 from dpwise.checks.base import clearly_faster, compare, diverged, median_rate
 from dpwise.checks.communication import stalled
 from dpwise.checks.speed import drifted
-from dpwise.checks.thresholds import CONFIDENCE, EXPOSED_SHARE_LIMIT, HALF_MEMORY, NEAR_LINEAR
+from dpwise.checks.thresholds import (
+    CONFIDENCE,
+    EXPOSED_SHARE_LIMIT,
+    FSDP_LESS_MEMORY,
+    HALF_MEMORY,
+    NEAR_LINEAR,
+)
 from dpwise.compare.records import Run
 from dpwise.strategies import one_process_many_devices, one_process_per_device
-from dpwise.units import pct, rate, sci
+from dpwise.units import mib, pct, rate, sci
 
 GUIDE = "guide"
 
@@ -144,10 +150,13 @@ def claims(
     env: dict[str, Any],
     dp_vs_ddp: float | None,
 ) -> list[dict[str, str]]:
-    """The guide's claims; a claim a check measures reads that check's result (by registry)."""
+    """The guide's claims, and FSDP's documented memory saving where fsdp and ddp ran at one
+    world size; a claim a check measures reads that check's result (by registry)."""
     gpus = env["gpus"] if env["device_type"] == "cuda" else 0
+    sharding = _fsdp_memory_claim(checks[MEMORY])
     return [
         _memory_claim(checks[MEMORY], env),
+        *([sharding] if sharding else []),
         _faster_claim(runs, gpus),
         _linear_claim(checks[SCALABILITY], gpus),
         _plateau_claim(gpus),
@@ -167,6 +176,34 @@ def _memory_claim(check: CheckResult, env: dict[str, Any]) -> dict[str, str]:
         return _claim(text, src, "–", "cannot be tested", "no dp and ddp run of the same size")
     held = "held" if ratio <= HALF_MEMORY else "did not hold"
     return _claim(text, src, f"DDP / DP peak per device = {ratio:.2f}", held)
+
+
+FSDP_SOURCE = "PyTorch FSDP docs (fully_shard); ZeRO, Rajbhandari et al. 2020"
+
+
+def _fsdp_memory_claim(check: CheckResult) -> dict[str, str] | None:
+    """FSDP against DDP at one world size (the memory check's figures), None when not both ran."""
+    f = check.figures
+    if f.get("fsdp_over_ddp") is None:
+        return None
+    ratio, w = f["fsdp_over_ddp"], f.get("fsdp_vs_ddp_world_size")
+    less = ratio < FSDP_LESS_MEMORY
+    measured = (
+        f"FSDP / DDP peak per process at {w} processes = {ratio:.3f} "
+        f"(FSDP {mib(f['fsdp_peak_bytes'])}, DDP {mib(f['ddp_peak_bytes'])})"
+    )
+    gap = mib(abs(f["ddp_peak_bytes"] - f["fsdp_peak_bytes"]))
+    why = (
+        f"sharding saved {gap} per process: parameters, gradients and optimizer state are "
+        "split over the processes, activations are not"
+        if less
+        else f"FSDP's peak was {gap} above DDP's: its gathered units cost more than sharding "
+        "saved (see the memory check)"
+    )
+    if f.get("fsdp_within_one_gradient_copy"):
+        why += "; the gap is under one copy of the gradients, within a peak's run-to-run spread"
+    held = "held" if less else "did not hold"
+    return _claim("FSDP needs less memory per device than DDP", FSDP_SOURCE, measured, held, why)
 
 
 def _faster_claim(runs: list[Run], gpus: int) -> dict[str, str]:

@@ -21,8 +21,23 @@ from dpwise.errors import DpwiseError
 
 STEP_MARK = "dpwise.step"
 # Backend-level events torch.distributed records for each collective (gloo:/nccl: prefixes).
-_COLLECTIVES = {"all_reduce": ("all_reduce", "allreduce"), "broadcast": ("broadcast",)}
+_COLLECTIVES = {
+    "all_reduce": ("all_reduce", "allreduce"),
+    "broadcast": ("broadcast",),
+    "all_gather": ("all_gather", "allgather"),
+    "reduce_scatter": ("reduce_scatter", "reducescatter"),
+}
 _BACKEND_PREFIXES = ("gloo:", "nccl:", "mpi:", "ucc:")
+# The dispatcher's c10d ops name the collective that was asked for whatever the backend runs:
+# gloo carries out FSDP's reduce-scatter (c10d::_reduce_scatter_base_) as "gloo:all_reduce".
+_REQUESTED = "c10d::"
+# Bytes moved, by kind: all-reduce counts its tensors; all-gather and reduce-scatter the
+# unsharded (largest) tensor of the op.
+_BYTES_KEYS = {
+    "all_reduce": "bytes_all_reduced_per_step",
+    "all_gather": "bytes_all_gathered_per_step",
+    "reduce_scatter": "bytes_reduce_scattered_per_step",
+}
 _SYNC_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 # DataParallel's own communication (autograd functions in torch.nn.parallel._functions).
 _DP_OPS = {
@@ -94,10 +109,21 @@ def _kind(name: str) -> str | None:
     lowered = name.lower()
     if not lowered.startswith(_BACKEND_PREFIXES):
         return None
+    return _named_kind(lowered)
+
+
+def _named_kind(lowered: str) -> str | None:
     for kind, needles in _COLLECTIVES.items():
         if any(n in lowered for n in needles):
             return kind
     return None
+
+
+def _requested_kind(name: str) -> str | None:
+    """The collective a c10d dispatcher op asked for (c10d::_allgather_base_ → all_gather)."""
+    if not name.startswith(_REQUESTED):
+        return None
+    return _named_kind(name[len(_REQUESTED) :].replace("_base", "").strip("_").lower())
 
 
 def _elements(shapes: Any) -> int:
@@ -111,23 +137,54 @@ def _elements(shapes: Any) -> int:
     return total
 
 
-def collectives(events: list[Any], windows: list[Window], element_size: int) -> dict[str, Any]:
-    """Per measured step: count and milliseconds of each collective, bytes all-reduced.
+def _largest(shapes: Any) -> int:
+    """Elements of the largest tensor among (possibly nested) input shapes."""
+    if isinstance(shapes, (list, tuple)) and shapes and all(isinstance(d, int) for d in shapes):
+        return _elements([shapes])
+    if isinstance(shapes, (list, tuple)):
+        return max((_largest(s) for s in shapes), default=0)
+    return 0
 
-    Counts and sizes come from the host-side c10d events; on CUDA the time comes from the NCCL
-    kernels (the host event only covers enqueueing the work).
+
+def backend_kinds(events: list[Any]) -> list[tuple[Any, str, Any]]:
+    """Each backend collective event with the collective it carries out and its request.
+
+    Backend events follow their c10d requests in issue order (gloo's workers take them from one
+    queue): paired in order, each event takes its request's kind; where the two lists do not
+    line up, the backend's own name decides (and the request is None).
+    """
+    ran = sorted((e for e in on_cpu(events) if _kind(e.name)), key=lambda e: e.time_range.start)
+    asked = sorted(
+        (e for e in on_cpu(events) if _requested_kind(e.name)), key=lambda e: e.time_range.start
+    )
+    if len(asked) != len(ran):
+        return [(e, _kind(e.name), None) for e in ran]
+    return [(e, _requested_kind(a.name), a) for e, a in zip(ran, asked, strict=True)]
+
+
+def _moved(kind: str, event: Any, request: Any) -> int:
+    """Elements one collective moved: all-reduce's tensors; the unsharded tensor otherwise."""
+    if kind == "all_reduce" or request is None:
+        return _elements(event.input_shapes)
+    return _largest(request.input_shapes)
+
+
+def collectives(events: list[Any], windows: list[Window], element_size: int) -> dict[str, Any]:
+    """Per measured step: count and milliseconds of each collective, bytes each kind moved.
+
+    Counts and sizes come from the host-side c10d events, kinds from the op that was requested;
+    on CUDA the time comes from the NCCL kernels (the host event only covers enqueueing it).
     """
     steps = max(1, len(windows))
     stats = {kind: {"count": 0, "us": 0.0} for kind in _COLLECTIVES}
-    reduced = 0
-    for e in on_cpu(events):
-        kind = _kind(e.name)
-        if kind is None or not any(w.holds(e.time_range.start) for w in windows):
+    moved = dict.fromkeys(_BYTES_KEYS, 0)
+    for e, kind, request in backend_kinds(events):
+        if not any(w.holds(e.time_range.start) for w in windows):
             continue
         stats[kind]["count"] += 1
         stats[kind]["us"] += e.time_range.elapsed_us()
-        if kind == "all_reduce":
-            reduced += _elements(e.input_shapes) * element_size
+        if kind in moved:
+            moved[kind] += _moved(kind, e, request) * element_size
     kernels = _nccl_kernel_us(events, windows[0].start if windows else 0.0)
     for kind, us in kernels.items():
         stats[kind]["us"] = us
@@ -136,9 +193,17 @@ def collectives(events: list[Any], windows: list[Window], element_size: int) -> 
             {"op": k, "count_per_step": v["count"] / steps, "ms_per_step": v["us"] / 1e3 / steps}
             for k, v in stats.items()
         ],
-        "bytes_all_reduced_per_step": reduced / steps,
+        **{key: moved[kind] / steps for kind, key in _BYTES_KEYS.items()},
         "time_source": "nccl kernels" if kernels else "host events",
     }
+
+
+_NCCL_KERNELS = {
+    "allreduce": "all_reduce",
+    "broadcast": "broadcast",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+}
 
 
 def _nccl_kernel_us(events: list[Any], since: float) -> dict[str, float]:
@@ -148,7 +213,7 @@ def _nccl_kernel_us(events: list[Any], since: float) -> dict[str, float]:
         name = e.name.lower()
         if e.device_type != DeviceType.CUDA or "nccl" not in name or e.time_range.start < since:
             continue
-        kind = "all_reduce" if "allreduce" in name else "broadcast" if "broadcast" in name else None
+        kind = next((k for n, k in _NCCL_KERNELS.items() if n in name), None)
         if kind is not None:
             totals[kind] = totals.get(kind, 0.0) + e.time_range.elapsed_us()
     return totals

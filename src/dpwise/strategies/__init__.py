@@ -110,6 +110,17 @@ def one_process_many_devices(runs):  # type: ignore[no-untyped-def]
 
 
 def one_process_per_device(runs):  # type: ignore[no-untyped-def]
-    """Runs of a strategy with a process per device and a process group (DDP's kind): the other
-    side of those claims."""
-    return [r for r in runs if traits(r.strategy).multiprocess and traits(r.strategy).process_group]
+    """Runs of a strategy with a process per device, a process group and a whole replica of the
+    model in each process (DDP's kind): the other side of those claims. A strategy that shards
+    the model (FSDP's kind) is not DDP's kind: see sharded."""
+    return [r for r in runs if _replicates(traits(r.strategy))]
+
+
+def sharded(runs):  # type: ignore[no-untyped-def]
+    """Runs of a strategy that shards parameters, gradients and optimizer state over its
+    processes (FSDP's kind): what the memory check holds against one_process_per_device."""
+    return [r for r in runs if traits(r.strategy).shards_model]
+
+
+def _replicates(t: Traits) -> bool:
+    return t.multiprocess and t.process_group and not t.shards_model

@@ -76,7 +76,9 @@ def test_fsdp_units_are_the_repeated_blocks():
         model = TinyTransformer(layers=4, dim=64, heads=4, vocab=1000)
     layer = sum(p.numel() * 4 for p in model.encoder.layers[0].parameters())
     root = 1000 * 64 * 4 + 32 * 64 * 4 + 2 * 64 * 4 + 64 * 10 * 4 + 10 * 4
-    assert fsdp_units(model) == (max(layer, root), 4 + 1)  # four layers and the root
+    units = fsdp_units(model)
+    assert units.sizes == (layer,) * 4 and units.root == root  # four layers, then the root
+    assert (units.largest, units.count) == (max(layer, root), 4 + 1)
 
 
 def test_batchnorm_model_is_estimated_within_25_percent(userpkg):

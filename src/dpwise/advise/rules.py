@@ -11,7 +11,9 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dpwise.advise import kinds
 from dpwise.advise.facts import Fact
+from dpwise.strategies import traits
 from dpwise.units import size
 
 HEADROOM = 0.9  # a device is "full" at 90 % of its memory: allocator fragmentation, CUDA context
@@ -67,18 +69,22 @@ def situation(
 def launch_commands(
     strategy: str, gpus: int, nodes: int, workload: tuple[str, ...] = ()
 ) -> list[str]:
-    """Your own script's launch line, then dpwise's for the same workload (flags shell-quoted)."""
+    """Your own script's launch line, then dpwise's for the same workload (flags shell-quoted).
+
+    A strategy with a process per device starts them with torchrun (your script) or dpwise's own
+    launcher (``--nproc`` per node, a rendezvous across nodes); a one-process strategy with python.
+    """
     tail = f" {shlex.join(workload)}" if workload else ""
-    if strategy in ("single", "dp"):
-        wrap = "" if strategy == "single" else "  # model = torch.nn.DataParallel(model)"
-        return [f"python train.py{wrap}", f"dpwise train --strategy {strategy}{tail}"]
+    hint = kinds.script_hint(strategy)
+    if not traits(strategy).multiprocess:
+        return [f"python train.py{hint}", f"dpwise train --strategy {strategy}{tail}"]
     multi = f" --nnodes {nodes} --rdzv-backend c10d --rdzv-endpoint HOST:29400" if nodes > 1 else ""
     dpwise = f" --nnodes {nodes} --rdzv-endpoint HOST:29400" if nodes > 1 else ""
     per_node = max(gpus, 1)
-    torchrun = f"torchrun --nproc_per_node {per_node}{multi} train.py"
-    if strategy == "fsdp":
-        return [f"{torchrun}  # model = torch.distributed.fsdp.fully_shard(...) per block"]
-    return [torchrun, f"dpwise train --strategy ddp --nproc {per_node}{dpwise}{tail}"]
+    return [
+        f"torchrun --nproc_per_node {per_node}{multi} train.py{hint}",
+        f"dpwise train --strategy {strategy} --nproc {per_node}{dpwise}{tail}",
+    ]
 
 
 def _fits(s: Situation, strategy: str) -> bool:
@@ -86,7 +92,7 @@ def _fits(s: Situation, strategy: str) -> bool:
 
 
 def _rec(strategy: str, rule: str, s: Situation, reasons, runner_up, changes) -> Recommendation:
-    world = 1 if strategy == "single" else max(1, s.gpus) * (s.nodes if strategy != "dp" else 1)
+    world = kinds.devices(strategy, max(1, s.gpus) * s.nodes, max(1, s.gpus))
     return Recommendation(
         strategy,
         rule,

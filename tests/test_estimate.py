@@ -5,9 +5,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from dpwise import strategies
 from dpwise.advise import footprint
 from dpwise.advise.estimate import (
     Settings,
+    Units,
     estimate_all,
     facts_from_count,
     fsdp_units,
@@ -15,7 +17,10 @@ from dpwise.advise.estimate import (
     optimizer_bytes,
 )
 from dpwise.compare.settings import CompareConfig
-from dpwise.models import TinyTransformer
+from dpwise.models import SimpleModel, TinyTransformer
+from dpwise.strategies.ddp import DDPStrategy
+from dpwise.strategies.fsdp import shard_units
+from dpwise.strategies.traits import Traits
 from dpwise.workload import resolve_workload
 from probe_peak import single_process_peak
 
@@ -56,6 +61,9 @@ def test_model_states_follow_the_formulas():
     assert ddp["ddp_buckets"] == 4_000_000 and len(adamw["ddp"]["per_device"]) == 4
     fsdp = adamw["fsdp"]["per_device"][0]["breakdown"]
     assert fsdp["parameters"] == 1_000_000 and fsdp["optimizer_state"] == 2_000_000
+    assert fsdp["amp_weight_casts"] == 2_000_000  # casts of the gathered, whole weights
+    # 32 equal units: one in backward, the one before it prefetched, one unsharded gradient
+    assert fsdp["fsdp_gathered_units"] == 2 * 125_000 and fsdp["fsdp_unsharded_gradient"] == 125_000
     assert optimizer_bytes(100, "sgd", 0.9) == 100 and optimizer_bytes(100, "sgd", 0.0) == 0
 
 
@@ -69,6 +77,24 @@ def test_dataparallel_loads_device_zero():
         "optimizer_state" not in other
         and dp["per_device"][0]["bytes"] > dp["per_device"][1]["bytes"]
     )
+
+
+def test_fsdp_units_are_the_strategys_own():
+    """Without repeated blocks the fsdp strategy shards each child with parameters: the estimate
+    counts the same units (its former rule saw the SimpleModel as one root unit)."""
+    with torch.device("meta"):
+        model = SimpleModel()
+    units = fsdp_units(model)
+    expected = tuple(sum(p.numel() * 4 for p in u.parameters()) for _, u in shard_units(model))
+    assert units.sizes == expected == ((1000 * 512 + 512) * 4, (512 * 10 + 10) * 4)
+    assert units.root == 0 and units.count == 2
+    assert units.backward_peak == (expected[0], 0)  # the first unit has none before it to fetch
+
+
+def test_fsdp_backward_peak_is_the_unit_and_the_one_prefetched_before_it():
+    assert Units((10, 30, 20), root=5).backward_peak == (30, 10)
+    assert Units((40, 10, 10), root=0).backward_peak == (40, 0)
+    assert Units((), root=7).backward_peak == (0, 0)
 
 
 def test_fsdp_units_are_the_repeated_blocks():
@@ -157,3 +183,40 @@ def test_a_peak_that_is_flat_at_small_batches_is_probed_further(userpkg):
         )
         error = abs(estimate["peak_bytes"] - measured) / measured
         assert error <= 0.25, f"batch {batch}: {error:.1%} off"
+
+
+class ShardTest(DDPStrategy):
+    """A strategy no estimate knows by name: only its traits say that it shards the model."""
+
+    traits = Traits(
+        name="shard-test",
+        summary="test",
+        multiprocess=True,
+        process_group=True,
+        min_world_size=2,
+        shards_model=True,
+    )
+    name = traits.name
+
+
+class ReplicaTest(DDPStrategy):
+    traits = Traits(name="replica-test", summary="test", multiprocess=True, process_group=True)
+    name = traits.name
+
+
+@pytest.fixture
+def unnamed_strategies():
+    strategies.register("shard-test", ShardTest, compared_by_default=False)
+    strategies.register("replica-test", ReplicaTest, compared_by_default=False)
+    yield
+    strategies.unregister("shard-test")
+    strategies.unregister("replica-test")
+
+
+def test_the_estimate_follows_traits_not_names(unnamed_strategies):
+    facts = facts_from_count(1_000_000)
+    estimate = estimate_all(facts, 4, Settings(8, "fp32", "adamw", 0.0), dp_world=2)
+    assert estimate["shard-test"] == estimate["fsdp"]  # sharded, 4 devices
+    assert estimate["replica-test"] == estimate["ddp"]  # a replica and buckets per process
+    assert estimate["shard-test"]["world_size"] == 4 and estimate["dp"]["world_size"] == 2
+    assert estimate["shard-test"]["per_device"][0]["breakdown"]["parameters"] == 1_000_000

@@ -40,7 +40,8 @@ class ModelFacts:
     reason: str = ""  # which path was taken and why
     floor_bytes: float = 0.0  # the batch-dependent part never falls below this
     root_bytes: int = 0  # what FSDP's root unit holds: the parameters no other unit holds
-    largest_unit_bytes: int = 0  # the largest unit other than the root
+    backward_unit_bytes: int = 0  # the unit held whole with its gradient at FSDP's backward peak
+    prefetched_unit_bytes: int = 0  # the unit gathered ahead of it (the one before it in forward)
 
 
 def _bytes(params) -> int:  # type: ignore[no-untyped-def]
@@ -61,6 +62,14 @@ class Units:
     @property
     def count(self) -> int:
         return len(self.sizes) + (1 if self.root else 0)
+
+    @property
+    def backward_peak(self) -> tuple[int, int]:
+        """(unit, prefetched): in backward FSDP2 holds a unit's parameters and its unsharded
+        gradient while it gathers the unit before it (forward order) ahead of time; the pair
+        that holds the most. Without units the root alone: (0, 0)."""
+        pairs = [(s, self.sizes[i - 1] if i else 0) for i, s in enumerate(self.sizes)]
+        return max(pairs, key=lambda p: 2 * p[0] + p[1], default=(0, 0))
 
 
 def fsdp_units(model: nn.Module) -> Units:
@@ -113,7 +122,7 @@ def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
         fp.reason,
         fp.floor_bytes,
         units.root,
-        max(units.sizes, default=0),
+        *units.backward_peak,
     )
 
 
@@ -151,18 +160,21 @@ def _replica_per_process(facts: ModelFacts, s: Settings, world: int) -> list[dic
 
 
 def _shard_per_process(facts: ModelFacts, s: Settings, world: int) -> list[dict[str, int]]:
-    """1/W of the model states per process, and what FSDP2 holds whole at its peak (measured on
-    the CPU with gloo, see bench/estimate_accuracy.py): the root unit (gathered from forward to
-    backward), the unit in backward and the next one prefetched, and one unit's unsharded
-    gradient on its way to the reduce-scatter (gloo's reduce-scatter all-reduces a copy of it,
-    while the prefetched unit is already freed: the same total). Autocast's weight casts are of
-    the gathered, whole weights and are kept until the forward ends: not sharded."""
+    """1/W of the model states per process, and what FSDP2 holds whole at its backward peak
+    (found in profiles of FSDP2 on the CPU, see bench/estimate_accuracy.py): the root unit
+    (gathered from forward to the end of backward), the unit in backward with the one before it
+    prefetched, and that unit's unsharded gradient before its reduce-scatter (gloo's reduce-
+    scatter all-reduces a copy of it once the unit's own parameters are freed: the same total).
+    Autocast's weight casts are of the gathered, whole weights and live until the forward ends:
+    they are not sharded."""
+    unit, prefetched = facts.backward_unit_bytes, facts.prefetched_unit_bytes
     several = world > 1
     one = {
         **_base(facts, s, shard=world),
         "amp_weight_casts": amp_cast_bytes(facts.parameters, s.precision),
-        "fsdp_gathered_units": facts.root_bytes + 2 * facts.largest_unit_bytes if several else 0,
-        "fsdp_unsharded_gradient": facts.largest_block_bytes if several else 0,
+        "fsdp_gathered_units": facts.root_bytes + unit + prefetched if several else 0,
+        # without units of its own the root is the unit whose gradient is reduced
+        "fsdp_unsharded_gradient": (unit or facts.root_bytes) if several else 0,
         "activations": _activations(facts, s.batch_size / world),
     }
     return [dict(one) for _ in range(world)]
@@ -245,5 +257,6 @@ def facts_from_count(parameters: int) -> ModelFacts:
         "units assumed to be 32 equal blocks",
         0.0,
         0,
+        size // 32,
         size // 32,
     )

@@ -1,5 +1,6 @@
 """The memory estimate against what `dpwise compare` measures, and its model-state formulas."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,21 @@ def test_model_states_follow_the_formulas():
     # 32 equal units: one in backward, the one before it prefetched, one unsharded gradient
     assert fsdp["fsdp_gathered_units"] == 2 * 125_000 and fsdp["fsdp_unsharded_gradient"] == 125_000
     assert optimizer_bytes(100, "sgd", 0.9) == 100 and optimizer_bytes(100, "sgd", 0.0) == 0
+
+
+def test_fsdp_peaks_in_backward_or_in_the_sharded_optimizer_step():
+    """The step's temporaries (the measured step's batch-independent part) are the shards'; when
+    they outweigh backward, no unit is held whole (every unit is sharded again by then)."""
+    states = facts_from_count(1_000_000)  # 32 units of 125,000 bytes
+    small = replace(states, per_sample_bytes=1000.0, fixed_bytes=100_000.0)
+    fsdp = estimate_all(small, 2, Settings(64, "fp32", "sgd", 0.0))["fsdp"]["per_device"][0]
+    assert fsdp["breakdown"]["fsdp_gathered_units"] == 250_000
+    assert fsdp["breakdown"]["activations"] == 32 * 1000  # the local rows; the step is smaller
+    large = replace(small, fixed_bytes=4_000_000.0)
+    parts = estimate_all(large, 2, Settings(64, "fp32", "sgd", 0.0))["fsdp"]["per_device"][0]
+    parts = parts["breakdown"]
+    assert parts["activations"] == 2_000_000
+    assert parts["fsdp_gathered_units"] == parts["fsdp_unsharded_gradient"] == 0
 
 
 def test_dataparallel_loads_device_zero():

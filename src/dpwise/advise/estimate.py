@@ -30,7 +30,7 @@ class ModelFacts:
     parameters: int
     param_bytes: int
     trainable_bytes: int
-    largest_block_bytes: int  # the largest unit FSDP gathers at once (a sharded unit or the root)
+    largest_block_bytes: int  # the largest FSDP unit (a sharded unit or the root)
     blocks: int  # units FSDP shards (dpwise.strategies.fsdp.shard_units), plus the root
     per_sample_bytes: float  # batch-dependent memory per sample
     fixed_bytes: float  # what the measured step adds beyond model states at batch 0
@@ -159,23 +159,37 @@ def _replica_per_process(facts: ModelFacts, s: Settings, world: int) -> list[dic
     return [{**one, "activations": _activations(facts, s.batch_size / world)} for _ in range(world)]
 
 
-def _shard_per_process(facts: ModelFacts, s: Settings, world: int) -> list[dict[str, int]]:
-    """1/W of the model states per process, and what FSDP2 holds whole at its backward peak
-    (found in profiles of FSDP2 on the CPU, see bench/estimate_accuracy.py): the root unit
-    (gathered from forward to the end of backward), the unit in backward with the one before it
-    prefetched, and that unit's unsharded gradient before its reduce-scatter (gloo's reduce-
-    scatter all-reduces a copy of it once the unit's own parameters are freed: the same total).
-    Autocast's weight casts are of the gathered, whole weights and live until the forward ends:
-    they are not sharded."""
+def _held_whole(facts: ModelFacts, world: int) -> dict[str, int]:
+    """What FSDP2 holds whole at its backward peak besides the shards (found in profiles of
+    FSDP2 on the CPU, see bench/estimate_accuracy.py): the root unit (gathered from forward to
+    the end of backward), the unit in backward with the one before it prefetched, and that unit's
+    unsharded gradient before its reduce-scatter (gloo's reduce-scatter all-reduces a copy of
+    it once the unit's own parameters are freed: the same total). One process holds it all."""
     unit, prefetched = facts.backward_unit_bytes, facts.prefetched_unit_bytes
-    several = world > 1
+    if world == 1:
+        return {"fsdp_gathered_units": 0, "fsdp_unsharded_gradient": 0}
+    return {
+        "fsdp_gathered_units": facts.root_bytes + unit + prefetched,
+        # without units of its own the root is the unit whose gradient is reduced
+        "fsdp_unsharded_gradient": unit or facts.root_bytes,
+    }
+
+
+def _shard_per_process(facts: ModelFacts, s: Settings, world: int) -> list[dict[str, int]]:
+    """1/W of the model states per process, then the larger of two moments: backward (the units
+    held whole and the local batch's activations) or the optimizer step, whose temporaries (what
+    the measured step adds beyond the batch: AdamW's, chiefly) are of the shards, 1/W. Autocast
+    casts the gathered, whole weights (profiled: the bf16 copy of the SimpleModel's first layer
+    is the whole layer's size, not its shard's): the casts are not sharded."""
+    rows = max(facts.per_sample_bytes * s.batch_size / world + min(facts.fixed_bytes, 0.0), 0.0)
+    backward = {**_held_whole(facts, world), "activations": int(rows)}
+    step = max(facts.fixed_bytes, facts.floor_bytes, 0.0) / world
+    if step > sum(backward.values()):  # every unit is sharded again when the step runs
+        backward = {**{k: 0 for k in backward}, "activations": int(step)}
     one = {
         **_base(facts, s, shard=world),
         "amp_weight_casts": amp_cast_bytes(facts.parameters, s.precision),
-        "fsdp_gathered_units": facts.root_bytes + unit + prefetched if several else 0,
-        # without units of its own the root is the unit whose gradient is reduced
-        "fsdp_unsharded_gradient": (unit or facts.root_bytes) if several else 0,
-        "activations": _activations(facts, s.batch_size / world),
+        **backward,
     }
     return [dict(one) for _ in range(world)]
 

@@ -9,6 +9,9 @@ model over 1 GiB of parameters takes (traced on the meta device, or the fallback
 run). The second table is every strategy with a process per device (ddp, fsdp) at world size 2:
 `dpwise compare --strategies single,ddp,fsdp --world-sizes 2` runs them (gloo), each process's
 peak is printed, and the estimate is set against the busiest process, as advise estimates it.
+gloo has no reduce-scatter of its own: FSDP2's reduce-scatter there all-reduces a copy of the
+unit's gradient, and in some runs one process still holds the step's last copy at the next step,
+so that fsdp's processes differ by a unit (the SimpleModel's first layer, 2.0 MiB).
 
 Run: .venv/bin/python bench/estimate_accuracy.py [--single-only] [NAME ...]
 """
@@ -29,7 +32,7 @@ sys.path[:0] = [str(HERE.parent / "tests" / "fixtures"), str(HERE.parent / "test
 from dpwise.advise import footprint  # noqa: E402
 from dpwise.advise.estimate import Settings, estimate_all, model_facts  # noqa: E402
 from dpwise.compare.settings import CompareConfig  # noqa: E402
-from dpwise.strategies import those  # noqa: E402
+from dpwise.strategies import reference, those  # noqa: E402
 from dpwise.workload import resolve_workload  # noqa: E402
 from probe_peak import single_process_peak  # noqa: E402
 
@@ -127,7 +130,7 @@ def compared(model, model_args, data, data_args, batch: int) -> dict[str, list[i
             sys.executable, "-m", "dpwise", "compare", "--model", model,
             *_flags("--model-arg", model_args), *(["--data", data] if data else []),
             *_flags("--data-arg", data_args), "--batch-size", str(batch),
-            "--strategies", ",".join(("single", *PER_PROCESS)), "--world-sizes", str(WORLD),
+            "--strategies", ",".join((reference(), *PER_PROCESS)), "--world-sizes", str(WORLD),
             "--device", "cpu", "--epochs", "2", "--repeats", "1", "--max-steps", "2",
             "--profile-steps", "2", "--quiet", "--out", tmp,
         ]  # fmt: skip

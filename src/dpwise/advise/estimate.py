@@ -161,18 +161,21 @@ def _replica_per_process(facts: ModelFacts, s: Settings, world: int) -> list[dic
 
 def _held_whole(facts: ModelFacts, world: int) -> dict[str, int]:
     """What FSDP2 holds whole at its backward peak besides the shards (found in profiles of
-    FSDP2 on the CPU, see bench/estimate_accuracy.py): the root unit (gathered from forward to
-    the end of backward), the unit in backward with the one before it prefetched, and that unit's
-    unsharded gradient before its reduce-scatter (gloo's reduce-scatter all-reduces a copy of
-    it once the unit's own parameters are freed: the same total). One process holds it all."""
-    unit, prefetched = facts.backward_unit_bytes, facts.prefetched_unit_bytes
+    FSDP2 on the CPU, see bench/estimate_accuracy.py): the root unit, gathered from forward to
+    the end of backward, and either a unit in backward (its parameters and unsharded gradient,
+    the unit before it prefetched) or, last, the root's own unsharded gradient. gloo's
+    reduce-scatter all-reduces a copy of a gradient once its unit's parameters are freed: the
+    same total. One process holds it all."""
     if world == 1:
         return {"fsdp_gathered_units": 0, "fsdp_unsharded_gradient": 0}
-    return {
-        "fsdp_gathered_units": facts.root_bytes + unit + prefetched,
-        # without units of its own the root is the unit whose gradient is reduced
-        "fsdp_unsharded_gradient": unit or facts.root_bytes,
-    }
+    root, unit, prefetched = (
+        facts.root_bytes,
+        facts.backward_unit_bytes,
+        facts.prefetched_unit_bytes,
+    )
+    if 2 * root >= root + 2 * unit + prefetched:  # the root's gradient outweighs any unit's
+        return {"fsdp_gathered_units": root, "fsdp_unsharded_gradient": root}
+    return {"fsdp_gathered_units": root + unit + prefetched, "fsdp_unsharded_gradient": unit}
 
 
 def _shard_per_process(facts: ModelFacts, s: Settings, world: int) -> list[dict[str, int]]:

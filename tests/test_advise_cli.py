@@ -218,3 +218,25 @@ def test_dataparallel_text_agrees_with_its_own_table(capsys):
     (sentence,) = [r for r in answer["reasons"] if r.startswith("DataParallel's device 0")]
     assert dp < ddp and "no more than ddp's" in sentence  # SimpleModel: the buckets weigh more
     assert "carries the optimizer" not in " ".join(answer["reasons"])
+
+
+def test_a_results_json_written_before_fsdp_still_advises(tmp_path, capsys):
+    """A schema-1 file from before fsdp (runs single, dp, ddp-2): its measured ddp answer launches
+    with dpwise's own command, and the estimate covers every strategy known now."""
+    results = json.loads((FIXTURES / "results_sample.json").read_text())
+    assert {r["strategy"] for r in results["runs"]} == {"single", "dp", "ddp"}
+    results["recommendation"].update(strategy="ddp", world_size=2, run="ddp-2")
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    answer = _json(capsys, "--from", str(path))
+    assert (answer["strategy"], answer["rule"], answer["world_size"]) == (
+        "ddp",
+        "measured-results",
+        2,
+    )
+    assert answer["launch"] == [
+        "torchrun --nproc_per_node 2 train.py",
+        "dpwise train --strategy ddp --nproc 2 --batch-size 256 --precision fp32",
+    ]
+    fsdp = answer["memory"]["fsdp"]["per_device"][0]["breakdown"]
+    assert fsdp["fsdp_gathered_units"] > 0 and fsdp["fsdp_unsharded_gradient"] > 0

@@ -4,9 +4,12 @@ import shlex
 
 import pytest
 
+from dpwise import strategies
 from dpwise.advise.from_results import from_results
-from dpwise.advise.rules import Situation, decide
+from dpwise.advise.rules import Situation, decide, launch_commands
 from dpwise.errors import DpwiseError
+from dpwise.strategies.ddp import DDPStrategy
+from dpwise.strategies.traits import Traits
 
 GIB = 1024**3
 SMALL = {"single": 2 * GIB, "dp": 3 * GIB, "ddp": 3 * GIB, "fsdp": 1 * GIB}  # of 80 GiB
@@ -15,6 +18,13 @@ TOO_BIG = {"single": 150 * GIB, "dp": 160 * GIB, "ddp": 155 * GIB, "fsdp": 40 * 
 DDP_OVER = {"single": 70 * GIB, "dp": 80 * GIB, "ddp": 75 * GIB, "fsdp": 30 * GIB}
 DP_OVER = {"single": 30 * GIB, "dp": 75 * GIB, "ddp": 35 * GIB, "fsdp": 20 * GIB}
 HOPELESS = {"single": 900 * GIB, "dp": 900 * GIB, "ddp": 900 * GIB, "fsdp": 300 * GIB}
+
+
+class PairTest(DDPStrategy):
+    """A process-per-device strategy advise does not know by name."""
+
+    traits = Traits(name="pair-test", summary="test", multiprocess=True, process_group=True)
+    name = traits.name
 
 
 def situation(gpus=2, nodes=1, goal="production", peaks=SMALL, memory=80):
@@ -107,6 +117,37 @@ def test_multi_node_launch_uses_a_rendezvous():
     answer = decide(situation(gpus=8, nodes=2))
     assert answer.launch[0].startswith("torchrun --nproc_per_node 8 --nnodes 2 --rdzv-backend c10d")
     assert answer.world_size == 16
+
+
+def test_fsdp_launches_with_dpwise_own_command():
+    workload = ("--model", "transformer", "--batch-size", "64")
+    s = Situation(
+        gpus=8, nodes=1, device_bytes=80 * GIB, goal="production", peaks=TOO_BIG,
+        workload_args=workload,
+    )  # fmt: skip
+    answer = decide(s)
+    assert answer.strategy == "fsdp"
+    assert answer.launch[0].startswith("torchrun --nproc_per_node 8 train.py")
+    assert shlex.split(answer.launch[1]) == [
+        "dpwise", "train", "--strategy", "fsdp", "--nproc", "8", *workload,
+    ]  # fmt: skip
+    across = launch_commands("fsdp", 8, 4, workload)
+    assert across[1] == (
+        "dpwise train --strategy fsdp --nproc 8 --nnodes 4 --rdzv-endpoint HOST:29400 "
+        + " ".join(workload)
+    )
+
+
+def test_launch_lines_follow_traits_not_names():
+    strategies.register("pair-test", PairTest, compared_by_default=False)
+    try:
+        one, many = launch_commands("pair-test", 4, 2)
+    finally:
+        strategies.unregister("pair-test")
+    assert one.startswith("torchrun --nproc_per_node 4 --nnodes 2 --rdzv-backend c10d")
+    assert many == (
+        "dpwise train --strategy pair-test --nproc 4 --nnodes 2 --rdzv-endpoint HOST:29400"
+    )
 
 
 def test_measurements_take_precedence_over_the_rules():

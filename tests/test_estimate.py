@@ -1,13 +1,16 @@
 """The memory estimate against what `dpwise compare` measures, and its model-state formulas."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from dpwise import strategies
 from dpwise.advise import footprint
 from dpwise.advise.estimate import (
     Settings,
+    Units,
     estimate_all,
     facts_from_count,
     fsdp_units,
@@ -15,7 +18,10 @@ from dpwise.advise.estimate import (
     optimizer_bytes,
 )
 from dpwise.compare.settings import CompareConfig
-from dpwise.models import TinyTransformer
+from dpwise.models import SimpleModel, TinyTransformer
+from dpwise.strategies.ddp import DDPStrategy
+from dpwise.strategies.fsdp import shard_units
+from dpwise.strategies.traits import Traits
 from dpwise.workload import resolve_workload
 from probe_peak import single_process_peak
 
@@ -56,7 +62,35 @@ def test_model_states_follow_the_formulas():
     assert ddp["ddp_buckets"] == 4_000_000 and len(adamw["ddp"]["per_device"]) == 4
     fsdp = adamw["fsdp"]["per_device"][0]["breakdown"]
     assert fsdp["parameters"] == 1_000_000 and fsdp["optimizer_state"] == 2_000_000
+    assert fsdp["amp_weight_casts"] == 2_000_000  # casts of the gathered, whole weights
+    # 32 equal units: one in backward, the one before it prefetched, one unsharded gradient
+    assert fsdp["fsdp_gathered_units"] == 2 * 125_000 and fsdp["fsdp_unsharded_gradient"] == 125_000
     assert optimizer_bytes(100, "sgd", 0.9) == 100 and optimizer_bytes(100, "sgd", 0.0) == 0
+
+
+def test_fsdp_peaks_in_backward_or_in_the_sharded_optimizer_step():
+    """The step's temporaries (the measured step's batch-independent part) are the shards'; when
+    they outweigh backward, no unit is held whole (every unit is sharded again by then)."""
+    states = facts_from_count(1_000_000)  # 32 units of 125,000 bytes
+    small = replace(states, per_sample_bytes=1000.0, fixed_bytes=100_000.0)
+    fsdp = estimate_all(small, 2, Settings(64, "fp32", "sgd", 0.0))["fsdp"]["per_device"][0]
+    assert fsdp["breakdown"]["fsdp_gathered_units"] == 250_000
+    assert fsdp["breakdown"]["activations"] == 32 * 1000  # the local rows; the step is smaller
+    large = replace(small, fixed_bytes=4_000_000.0)
+    parts = estimate_all(large, 2, Settings(64, "fp32", "sgd", 0.0))["fsdp"]["per_device"][0]
+    parts = parts["breakdown"]
+    assert parts["activations"] == 2_000_000
+    assert parts["fsdp_gathered_units"] == parts["fsdp_unsharded_gradient"] == 0
+
+
+def test_fsdp_holds_the_roots_gradient_when_the_root_outweighs_the_units():
+    """A large embedding in the root (a language model's): its unsharded gradient at the end of
+    backward is the peak (profiled 14.7 MiB per process on the wide-embedding fixture; counting
+    a unit's gradient instead estimated 9.9)."""
+    facts = replace(facts_from_count(1_000), root_bytes=10_000, per_sample_bytes=0.0)
+    parts = estimate_all(facts, 2, Settings(8, "fp32", "sgd", 0.0))["fsdp"]["per_device"][0]
+    parts = parts["breakdown"]
+    assert parts["fsdp_gathered_units"] == parts["fsdp_unsharded_gradient"] == 10_000
 
 
 def test_dataparallel_loads_device_zero():
@@ -71,12 +105,32 @@ def test_dataparallel_loads_device_zero():
     )
 
 
+def test_fsdp_units_are_the_strategys_own():
+    """Without repeated blocks the fsdp strategy shards each child with parameters: the estimate
+    counts the same units (its former rule saw the SimpleModel as one root unit)."""
+    with torch.device("meta"):
+        model = SimpleModel()
+    units = fsdp_units(model)
+    expected = tuple(sum(p.numel() * 4 for p in u.parameters()) for _, u in shard_units(model))
+    assert units.sizes == expected == ((1000 * 512 + 512) * 4, (512 * 10 + 10) * 4)
+    assert units.root == 0 and units.count == 2
+    assert units.backward_peak == (expected[0], 0)  # the first unit has none before it to fetch
+
+
+def test_fsdp_backward_peak_is_the_unit_and_the_one_prefetched_before_it():
+    assert Units((10, 30, 20), root=5).backward_peak == (30, 10)
+    assert Units((40, 10, 10), root=0).backward_peak == (40, 0)
+    assert Units((), root=7).backward_peak == (0, 0)
+
+
 def test_fsdp_units_are_the_repeated_blocks():
     with torch.device("meta"):
         model = TinyTransformer(layers=4, dim=64, heads=4, vocab=1000)
     layer = sum(p.numel() * 4 for p in model.encoder.layers[0].parameters())
     root = 1000 * 64 * 4 + 32 * 64 * 4 + 2 * 64 * 4 + 64 * 10 * 4 + 10 * 4
-    assert fsdp_units(model) == (max(layer, root), 4 + 1)  # four layers and the root
+    units = fsdp_units(model)
+    assert units.sizes == (layer,) * 4 and units.root == root  # four layers, then the root
+    assert (units.largest, units.count) == (max(layer, root), 4 + 1)
 
 
 def test_batchnorm_model_is_estimated_within_25_percent(userpkg):
@@ -155,3 +209,40 @@ def test_a_peak_that_is_flat_at_small_batches_is_probed_further(userpkg):
         )
         error = abs(estimate["peak_bytes"] - measured) / measured
         assert error <= 0.25, f"batch {batch}: {error:.1%} off"
+
+
+class ShardTest(DDPStrategy):
+    """A strategy no estimate knows by name: only its traits say that it shards the model."""
+
+    traits = Traits(
+        name="shard-test",
+        summary="test",
+        multiprocess=True,
+        process_group=True,
+        min_world_size=2,
+        shards_model=True,
+    )
+    name = traits.name
+
+
+class ReplicaTest(DDPStrategy):
+    traits = Traits(name="replica-test", summary="test", multiprocess=True, process_group=True)
+    name = traits.name
+
+
+@pytest.fixture
+def unnamed_strategies():
+    strategies.register("shard-test", ShardTest, compared_by_default=False)
+    strategies.register("replica-test", ReplicaTest, compared_by_default=False)
+    yield
+    strategies.unregister("shard-test")
+    strategies.unregister("replica-test")
+
+
+def test_the_estimate_follows_traits_not_names(unnamed_strategies):
+    facts = facts_from_count(1_000_000)
+    estimate = estimate_all(facts, 4, Settings(8, "fp32", "adamw", 0.0), dp_world=2)
+    assert estimate["shard-test"] == estimate["fsdp"]  # sharded, 4 devices
+    assert estimate["replica-test"] == estimate["ddp"]  # a replica and buckets per process
+    assert estimate["shard-test"]["world_size"] == 4 and estimate["dp"]["world_size"] == 2
+    assert estimate["shard-test"]["per_device"][0]["breakdown"]["parameters"] == 1_000_000

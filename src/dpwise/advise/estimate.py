@@ -1,11 +1,13 @@
-"""Per-device memory estimate for single, dp, ddp and fsdp, with its breakdown.
+"""Per-device memory estimate of every strategy, with its breakdown, by the memory model its
+traits call for (one device, one process driving several, a replica or a shard per process).
 
-Model states (parameters, gradients, optimizer state, AMP weight casts, DDP buckets, FSDP shards)
-follow from the parameters, counted on the meta device. What depends on the batch (activations,
-inputs, temporaries) is measured, not guessed: small models run a real training step on the CPU at
-two small batches under torch.profiler's memory tracking (the same measurement `dpwise compare`
-makes) and the result is scaled linearly in the batch; models too large for that are traced on the
-meta device, where the tensors autograd saves for backward are summed per sample.
+Model states (parameters, gradients, optimizer state, AMP weight casts, DDP buckets, FSDP shards
+and the units FSDP holds whole) follow from the parameters, counted on the meta device. What
+depends on the batch (activations, inputs, temporaries) is measured, not guessed: small models run
+a real training step on the CPU at two small batches under torch.profiler's memory tracking (the
+same measurement `dpwise compare` makes) and the result is scaled linearly in the batch; models
+too large for that are traced on the meta device, where the tensors autograd saves for backward
+are summed per sample.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from dpwise.advise import kinds
 from dpwise.advise.footprint import footprint
+from dpwise.strategies import names
+from dpwise.strategies.fsdp import shard_units
 from dpwise.workload import Workload
-
-STRATEGIES = ("single", "dp", "ddp", "fsdp")
 
 
 @dataclass(frozen=True)
@@ -27,8 +30,8 @@ class ModelFacts:
     parameters: int
     param_bytes: int
     trainable_bytes: int
-    largest_block_bytes: int  # the largest unit FSDP gathers at once (a repeated block or the rest)
-    blocks: int  # units FSDP would wrap: the repeated blocks plus the root
+    largest_block_bytes: int  # the largest FSDP unit (a sharded unit or the root)
+    blocks: int  # units FSDP shards (dpwise.strategies.fsdp.shard_units), plus the root
     per_sample_bytes: float  # batch-dependent memory per sample
     fixed_bytes: float  # what the measured step adds beyond model states at batch 0
     input_bytes_per_sample: int
@@ -36,35 +39,52 @@ class ModelFacts:
     method: str  # "measured-cpu", "meta-trace" or "parameter-count" (see dpwise.advise.footprint)
     reason: str = ""  # which path was taken and why
     floor_bytes: float = 0.0  # the batch-dependent part never falls below this
+    root_bytes: int = 0  # what FSDP's root unit holds: the parameters no other unit holds
+    backward_unit_bytes: int = 0  # the unit held whole with its gradient at FSDP's backward peak
+    prefetched_unit_bytes: int = 0  # the unit gathered ahead of it (the one before it in forward)
 
 
-def _bytes(module: nn.Module) -> int:
-    return sum(p.numel() * p.element_size() for p in module.parameters())
+def _bytes(params) -> int:  # type: ignore[no-untyped-def]
+    return sum(p.numel() * p.element_size() for p in params)
 
 
-def fsdp_units(model: nn.Module) -> tuple[int, int]:
-    """Bytes of the largest unit FSDP would gather at once, wrapping each repeated block.
+@dataclass(frozen=True)
+class Units:
+    """FSDP's units as the fsdp strategy shards them: each unit's bytes and the root's."""
 
-    Repeated blocks are the elements of a ModuleList / Sequential with two or more children that
-    hold parameters (transformer layers); what is outside them forms the root unit.
-    """
-    blocks: list[nn.Module] = []
-    for module in model.modules():
-        if isinstance(module, (nn.ModuleList, nn.Sequential)):
-            children = [c for c in module.children() if _bytes(c) > 0]
-            if len(children) >= 2 and not any(c in blocks for c in children):
-                blocks += [c for c in children if not any(c is b for b in blocks)]
-    inner = {id(p) for b in blocks for p in b.parameters()}
-    root = sum(p.numel() * p.element_size() for p in model.parameters() if id(p) not in inner)
-    return max([root, *(_bytes(b) for b in blocks)]), len(blocks) + (1 if root else 0)
+    sizes: tuple[int, ...]
+    root: int
+
+    @property
+    def largest(self) -> int:
+        return max((*self.sizes, self.root), default=0)
+
+    @property
+    def count(self) -> int:
+        return len(self.sizes) + (1 if self.root else 0)
+
+    @property
+    def backward_peak(self) -> tuple[int, int]:
+        """(unit, prefetched): in backward FSDP2 holds a unit's parameters and its unsharded
+        gradient while it gathers the unit before it (forward order) ahead of time; the pair
+        that holds the most. Without units the root alone: (0, 0)."""
+        pairs = [(s, self.sizes[i - 1] if i else 0) for i, s in enumerate(self.sizes)]
+        return max(pairs, key=lambda p: 2 * p[0] + p[1], default=(0, 0))
 
 
-def _states(model: nn.Module) -> tuple[int, int, int, int, int]:
+def fsdp_units(model: nn.Module) -> Units:
+    """The units the fsdp strategy shards (its own rule, ``shard_units``), in bytes."""
+    units = shard_units(model)
+    inner = {id(p) for _, unit in units for p in unit.parameters()}
+    root = _bytes(p for p in model.parameters() if id(p) not in inner)
+    return Units(tuple(_bytes(unit.parameters()) for _, unit in units), root)
+
+
+def _states(model: nn.Module) -> tuple[int, int, int, Units]:
     params = list(model.parameters())
     count = sum(p.numel() for p in params)
-    total = sum(p.numel() * p.element_size() for p in params)
-    trainable = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
-    return count, total, trainable, *fsdp_units(model)
+    trainable = _bytes(p for p in params if p.requires_grad)
+    return count, _bytes(params), trainable, fsdp_units(model)
 
 
 def optimizer_bytes(trainable: int, optimizer: str, momentum: float) -> int:
@@ -83,7 +103,7 @@ def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
     """cfg: precision, optimizer, momentum, seed. Never allocates a large model's memory."""
     with torch.device("meta"):
         meta_model = workload.build_model()
-    count, total, trainable, block, blocks = _states(meta_model)
+    count, total, trainable, units = _states(meta_model)
     states = total + trainable + optimizer_bytes(trainable, cfg["optimizer"], cfg["momentum"])
     states += amp_cast_bytes(count, cfg["precision"])
     data = workload.load_data(cfg["seed"])
@@ -92,8 +112,8 @@ def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
         count,
         total,
         trainable,
-        block,
-        blocks,
+        units.largest,
+        units.count,
         fp.per_sample_bytes,
         fp.fixed_bytes,
         fp.input_bytes_per_sample,
@@ -101,6 +121,8 @@ def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
         fp.method,
         fp.reason,
         fp.floor_bytes,
+        units.root,
+        *units.backward_peak,
     )
 
 
@@ -126,18 +148,59 @@ def _base(facts: ModelFacts, s: Settings, shard: int = 1) -> dict[str, int]:
     }
 
 
-def per_device(facts: ModelFacts, strategy: str, world: int, s: Settings) -> list[dict[str, int]]:
-    """Breakdown of each device's peak, in bytes (GiB = 1024³ when shown)."""
+def _one_device(facts: ModelFacts, s: Settings, world: int) -> list[dict[str, int]]:
+    """The whole batch on one device (single)."""
+    return [{**_base(facts, s), "activations": _activations(facts, s.batch_size)}]
+
+
+def _replica_per_process(facts: ModelFacts, s: Settings, world: int) -> list[dict[str, int]]:
+    """A whole replica per process plus DDP's gradient buckets (a second copy of the gradients)."""
+    one = {**_base(facts, s), "ddp_buckets": facts.trainable_bytes}
+    return [{**one, "activations": _activations(facts, s.batch_size / world)} for _ in range(world)]
+
+
+def _held_whole(facts: ModelFacts, world: int) -> dict[str, int]:
+    """What FSDP2 holds whole at its backward peak besides the shards (found in profiles of
+    FSDP2 on the CPU, see bench/estimate_accuracy.py): the root unit, gathered from forward to
+    the end of backward, and either a unit in backward (its parameters and unsharded gradient,
+    the unit before it prefetched) or, last, the root's own unsharded gradient. gloo's
+    reduce-scatter all-reduces a copy of a gradient once its unit's parameters are freed: the
+    same total. One process holds it all."""
+    if world == 1:
+        return {"fsdp_gathered_units": 0, "fsdp_unsharded_gradient": 0}
+    root, unit, prefetched = (
+        facts.root_bytes,
+        facts.backward_unit_bytes,
+        facts.prefetched_unit_bytes,
+    )
+    if 2 * root >= root + 2 * unit + prefetched:  # the root's gradient outweighs any unit's
+        return {"fsdp_gathered_units": root, "fsdp_unsharded_gradient": root}
+    return {"fsdp_gathered_units": root + unit + prefetched, "fsdp_unsharded_gradient": unit}
+
+
+def _shard_per_process(facts: ModelFacts, s: Settings, world: int) -> list[dict[str, int]]:
+    """1/W of the model states per process, then the larger of two moments: backward (the units
+    held whole and the local batch's activations) or the optimizer step, whose temporaries (what
+    the measured step adds beyond the batch: AdamW's, chiefly) are of the shards, 1/W. Autocast
+    casts the gathered, whole weights (profiled: the bf16 copy of the SimpleModel's first layer
+    is the whole layer's size, not its shard's): the casts are not sharded."""
+    rows = max(facts.per_sample_bytes * s.batch_size / world + min(facts.fixed_bytes, 0.0), 0.0)
+    backward = {**_held_whole(facts, world), "activations": int(rows)}
+    step = max(facts.fixed_bytes, facts.floor_bytes, 0.0) / world
+    if step > sum(backward.values()):  # every unit is sharded again when the step runs
+        backward = {**{k: 0 for k in backward}, "activations": int(step)}
+    one = {
+        **_base(facts, s, shard=world),
+        "amp_weight_casts": amp_cast_bytes(facts.parameters, s.precision),
+        **backward,
+    }
+    return [dict(one) for _ in range(world)]
+
+
+def _one_process_many_devices(facts: ModelFacts, s: Settings, world: int) -> list[dict[str, int]]:
+    """DataParallel: device 0 holds the optimizer, the whole batch's inputs and the gathered
+    outputs; every other device a replica and its chunk's activations."""
     local = s.batch_size / world
-    if strategy == "single":
-        return [{**_base(facts, s), "activations": _activations(facts, s.batch_size)}]
-    if strategy == "ddp":
-        one = {**_base(facts, s), "ddp_buckets": facts.trainable_bytes}
-        return [{**one, "activations": _activations(facts, local)} for _ in range(world)]
-    if strategy == "fsdp":
-        units = 0 if world == 1 else min(2, facts.blocks) * facts.largest_block_bytes
-        one = {**_base(facts, s, shard=world), "fsdp_gathered_units": units}
-        return [{**one, "activations": _activations(facts, local)} for _ in range(world)]
     replica = {
         "parameters": facts.param_bytes,
         "gradients": facts.trainable_bytes,
@@ -154,13 +217,28 @@ def per_device(facts: ModelFacts, strategy: str, world: int, s: Settings) -> lis
     return [device0] + [dict(replica) for _ in range(world - 1)]
 
 
+MEMORY_MODELS = {
+    kinds.ONE_DEVICE: _one_device,
+    kinds.ONE_PROCESS_MANY_DEVICES: _one_process_many_devices,
+    kinds.REPLICA_PER_PROCESS: _replica_per_process,
+    kinds.SHARD_PER_PROCESS: _shard_per_process,
+}
+
+
+def per_device(facts: ModelFacts, strategy: str, world: int, s: Settings) -> list[dict[str, int]]:
+    """Breakdown of each device's peak, in bytes (GiB = 1024³ when shown), by the memory model
+    the strategy's traits call for (dpwise.advise.kinds)."""
+    return MEMORY_MODELS[kinds.kind_of(strategy)](facts, s, world)
+
+
 def estimate_all(
     facts: ModelFacts, world: int, s: Settings, dp_world: int | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Every strategy's per-device estimate; dp spans ``dp_world`` GPUs of one node."""
+    """Every registered strategy's per-device estimate: a process per device spans ``world``
+    devices, one process driving several GPUs spans ``dp_world`` of one node."""
     out = {}
-    for strategy in STRATEGIES:
-        size = {"single": 1, "dp": dp_world or world}.get(strategy, world)
+    for strategy in names():
+        size = kinds.devices(strategy, world, dp_world or world)
         devices = per_device(facts, strategy, size, s)
         out[strategy] = {
             "world_size": size,
@@ -194,4 +272,8 @@ def facts_from_count(parameters: int) -> ModelFacts:
         "parameter-count",
         "--params gives the parameter count only: fp32 weights, activations NOT included, FSDP "
         "units assumed to be 32 equal blocks",
+        0.0,
+        0,
+        size // 32,
+        size // 32,
     )

@@ -11,9 +11,15 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from dpwise.advise import kinds
 from dpwise.advise.facts import Fact
+from dpwise.strategies import traits
 from dpwise.units import size
 
+# The decision matrix's answers: the rules recommend strategies by name (the name is the answer);
+# what follows from an answer (its world size, launch line and memory model) comes from its
+# traits (dpwise.advise.kinds), as for any strategy registered.
+SINGLE, DP, DDP, FSDP = "single", "dp", "ddp", "fsdp"
 HEADROOM = 0.9  # a device is "full" at 90 % of its memory: allocator fragmentation, CUDA context
 LARGE_SHARE = 0.5  # a model whose single-device peak exceeds half the device is "large"
 
@@ -67,18 +73,22 @@ def situation(
 def launch_commands(
     strategy: str, gpus: int, nodes: int, workload: tuple[str, ...] = ()
 ) -> list[str]:
-    """Your own script's launch line, then dpwise's for the same workload (flags shell-quoted)."""
+    """Your own script's launch line, then dpwise's for the same workload (flags shell-quoted).
+
+    A strategy with a process per device starts them with torchrun (your script) or dpwise's own
+    launcher (``--nproc`` per node, a rendezvous across nodes); a one-process strategy with python.
+    """
     tail = f" {shlex.join(workload)}" if workload else ""
-    if strategy in ("single", "dp"):
-        wrap = "" if strategy == "single" else "  # model = torch.nn.DataParallel(model)"
-        return [f"python train.py{wrap}", f"dpwise train --strategy {strategy}{tail}"]
+    hint = kinds.script_hint(strategy)
+    if not traits(strategy).multiprocess:
+        return [f"python train.py{hint}", f"dpwise train --strategy {strategy}{tail}"]
     multi = f" --nnodes {nodes} --rdzv-backend c10d --rdzv-endpoint HOST:29400" if nodes > 1 else ""
     dpwise = f" --nnodes {nodes} --rdzv-endpoint HOST:29400" if nodes > 1 else ""
     per_node = max(gpus, 1)
-    torchrun = f"torchrun --nproc_per_node {per_node}{multi} train.py"
-    if strategy == "fsdp":
-        return [f"{torchrun}  # model = torch.distributed.fsdp.fully_shard(...) per block"]
-    return [torchrun, f"dpwise train --strategy ddp --nproc {per_node}{dpwise}{tail}"]
+    return [
+        f"torchrun --nproc_per_node {per_node}{multi} train.py{hint}",
+        f"dpwise train --strategy {strategy} --nproc {per_node}{dpwise}{tail}",
+    ]
 
 
 def _fits(s: Situation, strategy: str) -> bool:
@@ -86,7 +96,7 @@ def _fits(s: Situation, strategy: str) -> bool:
 
 
 def _rec(strategy: str, rule: str, s: Situation, reasons, runner_up, changes) -> Recommendation:
-    world = 1 if strategy == "single" else max(1, s.gpus) * (s.nodes if strategy != "dp" else 1)
+    world = kinds.devices(strategy, max(1, s.gpus) * s.nodes, max(1, s.gpus))
     return Recommendation(
         strategy,
         rule,
@@ -111,12 +121,12 @@ def dp_device0_text(s: Situation) -> str:
             "DataParallel scatters each batch from device 0, gathers the outputs there and "
             "reduces the gradients onto it; give --model to compare its memory with ddp's"
         )
-    dp, ddp = s.peaks["dp"], s.peaks["ddp"]
+    dp, ddp = s.peaks[DP], s.peaks[DDP]
     parts = s.breakdowns or {}
     batch = sum(
-        parts.get("dp", {}).get(k, 0) for k in ("dp_full_batch_inputs", "dp_gathered_outputs")
+        parts.get(DP, {}).get(k, 0) for k in ("dp_full_batch_inputs", "dp_gathered_outputs")
     )
-    buckets = parts.get("ddp", {}).get("ddp_buckets", 0)
+    buckets = parts.get(DDP, {}).get("ddp_buckets", 0)
     if dp > ddp:
         return (
             f"DataParallel's device 0 needs {size(dp)}, more than ddp's {size(ddp)} per device "
@@ -148,7 +158,7 @@ def _cpu_only(s: Situation) -> Recommendation | None:
     if s.gpus > 0:
         return None
     return _rec(
-        "single",
+        SINGLE,
         "cpu-only",
         s,
         [
@@ -156,7 +166,7 @@ def _cpu_only(s: Situation) -> Recommendation | None:
             "one process uses every CPU core; DDP processes on one CPU split the same cores and "
             "add gloo communication (measure it with dpwise compare)",
         ],
-        "ddp",
+        DDP,
         [
             "a GPU: with two or more dpwise recommends ddp (nccl)",
             "ddp with gloo on the CPU is right to test multi-process code before a GPU job",
@@ -167,7 +177,7 @@ def _cpu_only(s: Situation) -> Recommendation | None:
 def _too_big(s: Situation) -> Recommendation | None:
     """The data-parallel candidate (single on one device, else ddp) does not fit its device."""
     world = max(s.gpus, 1) * s.nodes
-    candidate = "single" if world == 1 else "ddp"
+    candidate = SINGLE if world == 1 else DDP
     if s.peaks is None or _fits(s, candidate):
         return None
     remedies = "use activation checkpointing, a smaller batch, bf16, or CPU offload"
@@ -176,7 +186,7 @@ def _too_big(s: Situation) -> Recommendation | None:
     )
     if world == 1:
         return _rec(
-            "single",
+            SINGLE,
             "model-does-not-fit-one-gpu",
             s,
             [
@@ -194,16 +204,16 @@ def _too_big(s: Situation) -> Recommendation | None:
         f"fsdp shards parameters, gradients and optimizer state over {world} devices: "
         f"{_peak_text(s, 'fsdp')} each",
     ]
-    if not _fits(s, "fsdp"):
+    if not _fits(s, FSDP):
         reasons.append(f"even sharded it does not fit: add GPUs, or {remedies}")
-    return _rec("fsdp", "model-does-not-fit", s, reasons, None, [need])
+    return _rec(FSDP, "model-does-not-fit", s, reasons, None, [need])
 
 
 def _multi_node(s: Situation) -> Recommendation | None:
     if s.nodes <= 1:
         return None
     return _rec(
-        "ddp",
+        DDP,
         "multi-node",
         s,
         [
@@ -211,7 +221,7 @@ def _multi_node(s: Situation) -> Recommendation | None:
             "nodes through torchrun's c10d rendezvous",
             f"per device: {_peak_text(s, 'ddp')}",
         ],
-        "fsdp",
+        FSDP,
         ["a model that does not fit one device → fsdp", "one node → the single-node rules"],
     )
 
@@ -220,7 +230,7 @@ def _one_gpu(s: Situation) -> Recommendation | None:
     if s.gpus != 1 or s.nodes > 1:
         return None
     return _rec(
-        "single",
+        SINGLE,
         "single-gpu",
         s,
         ["one GPU: there is nothing to parallelise over", f"per device: {_peak_text(s, 'single')}"],
@@ -233,7 +243,7 @@ def _many_gpus(s: Situation) -> Recommendation | None:
     if s.gpus < 4:
         return None
     return _rec(
-        "ddp",
+        DDP,
         "single-node-4-plus-gpus",
         s,
         [
@@ -241,16 +251,16 @@ def _many_gpus(s: Situation) -> Recommendation | None:
             "dpwise uses DDP from 4 on",
             dp_device0_text(s),
         ],
-        "fsdp",
+        FSDP,
         ["a model that does not fit one device → fsdp"],
     )
 
 
 def _large(s: Situation) -> Recommendation | None:
-    if s.peaks is None or s.peaks["single"] <= LARGE_SHARE * s.device_bytes:
+    if s.peaks is None or s.peaks[SINGLE] <= LARGE_SHARE * s.device_bytes:
         return None
     return _rec(
-        "ddp",
+        DDP,
         "large-model",
         s,
         [
@@ -258,16 +268,16 @@ def _large(s: Situation) -> Recommendation | None:
             dp_device0_text(s),
             f"ddp needs {_peak_text(s, 'ddp')} on every device, evenly",
         ],
-        "fsdp",
+        FSDP,
         ["a smaller model (under half a device) and --goal prototype → dp is acceptable"],
     )
 
 
 def _prototype(s: Situation) -> Recommendation | None:
-    if s.goal != "prototype" or not _fits(s, "dp"):
+    if s.goal != "prototype" or not _fits(s, DP):
         return None
     return _rec(
-        "dp",
+        DP,
         "prototype-few-gpus",
         s,
         [
@@ -276,14 +286,14 @@ def _prototype(s: Situation) -> Recommendation | None:
             "DataParallel is not deprecated, but PyTorch recommends DDP; move to ddp for "
             "production runs",
         ],
-        "ddp",
+        DDP,
         ["--goal production, 4 or more GPUs, or a model over half a device → ddp"],
     )
 
 
 def _production(s: Situation) -> Recommendation:
     return _rec(
-        "ddp",
+        DDP,
         "production-few-gpus",
         s,
         [
@@ -293,7 +303,7 @@ def _production(s: Situation) -> Recommendation:
             "with backward",
             dp_device0_text(s),
         ],
-        "dp",
+        DP,
         [
             "--goal prototype → dp is acceptable for quick experiments",
             "measure both on your machine: dpwise compare, then dpwise advise --from results.json",

@@ -13,6 +13,7 @@ PARTS = (
     ("amp_weight_casts", "amp casts"),
     ("ddp_buckets", "ddp buckets"),
     ("fsdp_gathered_units", "fsdp units"),
+    ("fsdp_unsharded_gradient", "fsdp grad"),
     ("dp_full_batch_inputs", "dp inputs"),
     ("dp_gathered_outputs", "dp outputs"),
     ("activations", "activations"),

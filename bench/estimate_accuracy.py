@@ -154,7 +154,8 @@ def per_process(name: str, facts, batch: int, case: tuple) -> list[str]:
         peaks = compared(model, model_args, data, data_args, batch)
     except Exception as exc:  # a strategy that cannot run this workload here
         return [f"{name:<20}{batch:>6}  skipped: {type(exc).__name__}: {str(exc)[:100]}"]
-    estimate = estimate_all(facts, WORLD, Settings(batch, "fp32", "sgd", 0.0))
+    # measured on the CPU: gloo's reduce-scatter, as the runs have it
+    estimate = estimate_all(facts, WORLD, Settings(batch, "fp32", "sgd", 0.0, backend="gloo"))
     lines = []
     for strategy, ranks in peaks.items():
         est, busiest = estimate[strategy]["peak_bytes"], max(ranks)

@@ -129,7 +129,11 @@ def advise(req: AdviseRequest) -> dict[str, Any]:
     gpus, nodes = int(facts["gpus"].value), int(facts["nodes"].value)
     world = gpus * nodes if gpus else 2
     settings = Settings(
-        facts["batch_size"].value, facts["precision"].value, facts["optimizer"].value, req.momentum
+        facts["batch_size"].value,
+        facts["precision"].value,
+        facts["optimizer"].value,
+        req.momentum,
+        backend="nccl" if gpus else "gloo",
     )
     memory = None if mf is None else estimate_all(mf, world, settings, dp_world=max(gpus, 1))
     peaks = None if memory is None else {k: v["peak_bytes"] for k, v in memory.items()}

@@ -132,6 +132,7 @@ class Settings:
     precision: str
     optimizer: str
     momentum: float
+    backend: str = "nccl"  # "gloo" on the CPU: its reduce-scatter works on a copy (below)
 
 
 def _activations(facts: ModelFacts, rows: float) -> int:
@@ -159,33 +160,47 @@ def _replica_per_process(facts: ModelFacts, s: Settings, world: int) -> list[dic
     return [{**one, "activations": _activations(facts, s.batch_size / world)} for _ in range(world)]
 
 
-def _held_whole(facts: ModelFacts, world: int) -> dict[str, int]:
+def _backward(facts: ModelFacts, s: Settings, world: int, rows: float) -> dict[str, int]:
     """What FSDP2 holds whole at its backward peak besides the shards (found in profiles of
-    FSDP2 on the CPU, see bench/estimate_accuracy.py): the root unit, gathered from forward to
-    the end of backward, and either a unit in backward (its parameters and unsharded gradient,
-    the unit before it prefetched) or, last, the root's own unsharded gradient. gloo's
-    reduce-scatter all-reduces a copy of a gradient once its unit's parameters are freed: the
-    same total. One process holds it all."""
+    FSDP2 on the CPU, see bench/estimate_accuracy.py), the larger of two moments:
+
+    - a unit in backward: the root unit (gathered from forward to the end of backward), the
+      unit's parameters and unsharded gradient, the unit before it prefetched, and the local
+      batch's activations (gloo's reduce-scatter all-reduces a copy of the gradient once the
+      unit's parameters are freed: the same total);
+    - the root's own reduce-scatter, last, when the activations are gone: its parameters and
+      unsharded gradient, and on gloo the copy it all-reduces (the root's parameters are still
+      gathered then: measured on a BERT and a GPT-2 whose embeddings the root holds).
+
+    One process holds it all."""
     if world == 1:
-        return {"fsdp_gathered_units": 0, "fsdp_unsharded_gradient": 0}
+        return {"fsdp_gathered_units": 0, "fsdp_unsharded_gradient": 0, "activations": int(rows)}
     root, unit, prefetched = (
         facts.root_bytes,
         facts.backward_unit_bytes,
         facts.prefetched_unit_bytes,
     )
-    if 2 * root >= root + 2 * unit + prefetched:  # the root's gradient outweighs any unit's
-        return {"fsdp_gathered_units": root, "fsdp_unsharded_gradient": root}
-    return {"fsdp_gathered_units": root + unit + prefetched, "fsdp_unsharded_gradient": unit}
+    in_unit = {
+        "fsdp_gathered_units": root + unit + prefetched,
+        "fsdp_unsharded_gradient": unit,
+        "activations": int(rows),
+    }
+    copies = 2 if s.backend == "gloo" else 1
+    at_root = {"fsdp_gathered_units": root, "fsdp_unsharded_gradient": copies * root}
+    if sum(at_root.values()) > sum(in_unit.values()):
+        return {**at_root, "activations": 0}
+    return in_unit
 
 
 def _shard_per_process(facts: ModelFacts, s: Settings, world: int) -> list[dict[str, int]]:
     """1/W of the model states per process, then the larger of two moments: backward (the units
-    held whole and the local batch's activations) or the optimizer step, whose temporaries (what
-    the measured step adds beyond the batch: AdamW's, chiefly) are of the shards, 1/W. Autocast
-    casts the gathered, whole weights (profiled: the bf16 copy of the SimpleModel's first layer
-    is the whole layer's size, not its shard's): the casts are not sharded."""
+    held whole and the local batch's activations, see _backward) or the optimizer step, whose
+    temporaries (what the measured step adds beyond the batch: AdamW's, chiefly) are of the
+    shards, 1/W. Autocast casts the gathered, whole weights (profiled: the bf16 copy of the
+    SimpleModel's first layer is the whole layer's size, not its shard's): the casts are not
+    sharded."""
     rows = max(facts.per_sample_bytes * s.batch_size / world + min(facts.fixed_bytes, 0.0), 0.0)
-    backward = {**_held_whole(facts, world), "activations": int(rows)}
+    backward = _backward(facts, s, world, rows)
     step = max(facts.fixed_bytes, facts.floor_bytes, 0.0) / world
     if step > sum(backward.values()):  # every unit is sharded again when the step runs
         backward = {**{k: 0 for k in backward}, "activations": int(step)}

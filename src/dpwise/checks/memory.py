@@ -103,15 +103,20 @@ def _fsdp_part(runs: list[Run]) -> _Part | None:
         )
     ratio = peak(fsdp) / peak(ddp)
     held = ratio < FSDP_LESS_MEMORY
+    gradients = _gradient_bytes(fsdp)
+    close = bool(gradients) and abs(peak(ddp) - peak(fsdp)) < gradients
     return _Part(
         "pass" if held else "warn",
         f"peak per process: {fsdp.label} {mib(peak(fsdp))}, {ddp.label} {mib(peak(ddp))} "
         f"({fsdp.label} / {ddp.label} = {ratio:.3f}): FSDP "
         + ("needed less than DDP" if held else "did not need less than DDP"),
-        FSDP_EXPLANATION + _most_saved(fsdp) + ("" if held else FSDP_NO_SAVING) + _close(ddp, fsdp),
+        FSDP_EXPLANATION
+        + _most_saved(gradients, fsdp.world_size)
+        + ("" if held else FSDP_NO_SAVING)
+        + (_close(gradients) if close else ""),
         {
             "ddp_peak_bytes": peak(ddp),
-            "fsdp_within_one_gradient_copy": within_one_gradient_copy(ddp, fsdp),
+            "fsdp_within_one_gradient_copy": close,
             "fsdp_peak_bytes": peak(fsdp),
             "fsdp_over_ddp": ratio,
             "fsdp_vs_ddp_world_size": fsdp.world_size,
@@ -135,31 +140,26 @@ FSDP_NO_SAVING = (
 )
 
 
-def _most_saved(fsdp: Run) -> str:
-    """The most sharding can save per process, from the run's trainable parameter bytes."""
-    params = (fsdp.communication or {}).get("gradient_bytes")
-    if not params:
+def _gradient_bytes(run: Run) -> int | None:
+    """The run's trainable parameter bytes (one copy of its gradients), as its probe counted."""
+    return (run.communication or {}).get("gradient_bytes")
+
+
+def _most_saved(gradients: int | None, w: int) -> str:
+    """The most sharding can save per process, from the trainable parameter bytes."""
+    if not gradients:
         return ""
-    w = fsdp.world_size
     return (
-        f" Here the trainable parameters take {mib(params)}: over {w} processes sharding saves "
-        f"at most {mib(params * (1 - 1 / w))} for each of the parameters, the gradients and "
+        f" Here the trainable parameters take {mib(gradients)}: over {w} processes sharding saves "
+        f"at most {mib(gradients * (1 - 1 / w))} for each of the parameters, the gradients and "
         "each optimizer state per parameter."
     )
 
 
-def within_one_gradient_copy(ddp: Run, fsdp: Run) -> bool:
-    """The two peaks differ by less than one copy of the trainable parameters' bytes."""
-    params = (fsdp.communication or {}).get("gradient_bytes")
-    return bool(params) and abs(peak(ddp) - peak(fsdp)) < params
-
-
-def _close(ddp: Run, fsdp: Run) -> str:
-    if not within_one_gradient_copy(ddp, fsdp):
-        return ""
-    params = fsdp.communication["gradient_bytes"]
+def _close(gradients: int) -> str:
+    """The two peaks differ by less than one copy of the gradients."""
     return (
-        f" The two peaks differ by less than one copy of the gradients ({mib(params)}), about "
+        f" The two peaks differ by less than one copy of the gradients ({mib(gradients)}), about "
         "what a run's own CPU peak varies between runs and ranks (which of gloo's asynchronous "
         "buffers are alive at the peak): read this as no measurable difference on this model."
     )

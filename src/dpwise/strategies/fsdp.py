@@ -106,15 +106,12 @@ class FSDPStrategy(DDPStrategy):
 
     def __init__(self, env: DistEnv, backend: str, device_type: str, **kwargs: Any) -> None:
         super().__init__(env, backend, device_type, **kwargs)
-        self.precision = "fp32"
-        self.units: list[str] = []
+        self.units: list[str] = []  # what wrap() sharded, for describe()
 
     @classmethod
     def from_plan(cls, plan: RunPlan, env: DistEnv) -> FSDPStrategy:
-        _api()
-        strategy = cls(env, plan.backend or "gloo", plan.device_type, timeout_s=plan.config.timeout)
-        strategy.precision = plan.config.precision
-        return strategy
+        _api()  # an older torch is refused before any process group exists
+        return cls(env, plan.backend or "gloo", plan.device_type, timeout_s=plan.config.timeout)
 
     def place(self, model: nn.Module) -> nn.Module:
         # stays where it was built (the host): fully_shard moves each unit's parameters and

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise import batches, finite, loop_state
+from dpwise import batches, finite, loop_state, netaddr
 from dpwise.data import BatchSource, epoch_permutation, micro_batch_rows
 from dpwise.errors import DpwiseError
 from dpwise.measure import memory
@@ -270,7 +270,12 @@ class Loop:
 
 
 def _worker_facts() -> dict[str, Any]:
-    return {"pid": os.getpid(), "host": socket.gethostname(), "threads": torch.get_num_threads()}
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "address": netaddr.worker_address(),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def _gather_records(strategy: Strategy, records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from dpwise import interrupts, peers
+from dpwise import interrupts, netaddr, peers
 from dpwise.config import TrainConfig
 from dpwise.errors import DpwiseError
 from dpwise.plan import RunPlan
@@ -32,6 +32,7 @@ SHUTDOWN_GRACE_S = 3
 # ("Gloo connectFullMesh failed ... Connection refused"; pytorch#135712). torch's own
 # opt-out makes worker rank 0 host a new store, on a new port, for every attempt.
 _FRESH_STORE_PER_ATTEMPT = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+_GLOO_IFNAME = "GLOO_SOCKET_IFNAME"
 
 
 class WorkerFailed(Exception):
@@ -56,13 +57,22 @@ class PeerStopped(WorkerFailed):
         self.rank, self.exitcode, self.details = stopped.rank, 1, ""
 
 
-def launch_config(plan: RunPlan) -> Any:
+def node_network(plan: RunPlan) -> netaddr.NodeNetwork | None:
+    """This node's address, interface and store role in a multi-node job (None: one node)."""
+    endpoint = plan.config.rdzv_endpoint
+    return netaddr.node_network(endpoint) if endpoint else None
+
+
+def launch_config(plan: RunPlan, net: netaddr.NodeNetwork | None = None) -> Any:
     from torch.distributed.launcher.api import LaunchConfig
 
     cfg: TrainConfig = plan.config
+    net = net if net is not None else node_network(plan)
     rdzv_configs: dict[str, Any] = {}
     if cfg.rdzv_backend == "static":
         rdzv_configs["rank"] = cfg.node_rank
+    elif net is not None and net.is_host is not None:
+        rdzv_configs["is_host"] = net.is_host  # see netaddr: the host name may say loopback
     return LaunchConfig(
         min_nodes=cfg.nnodes,
         max_nodes=cfg.nnodes,
@@ -76,6 +86,8 @@ def launch_config(plan: RunPlan) -> Any:
         max_restarts=cfg.max_restarts,
         monitor_interval=0.1,
         start_method="spawn",
+        # the address the workers are told to meet at (MASTER_ADDR): the host name's otherwise
+        local_addr=net.address if net is not None else None,
     )
 
 
@@ -95,7 +107,10 @@ def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
     _quiet_launcher()
     timeout = plan.config.timeout
     fresh_store = "1" if plan.config.max_restarts > 0 else os.environ.get(_FRESH_STORE_PER_ATTEMPT)
+    net = node_network(plan)
     with (
+        _environ(netaddr.NODE_ADDRESS_ENV, net.address if net else None),
+        _environ(_GLOO_IFNAME, _gloo_interface(net)),
         _launch_folder() as folder,
         _environ(peers.LAUNCH_DIR_ENV, str(folder)),
         _environ(_WATCHDOG_DIR, str(folder)),
@@ -104,7 +119,7 @@ def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
         peers.PeerWatch(folder, timeout) as watch,  # its thread takes the signals meanwhile
         interrupts.children_held(),  # workers start with Ctrl-C held until run_guarded
     ):
-        config = launch_config(plan)  # inside the folder: the agent's log_dir is made here
+        config = launch_config(plan, net)  # inside the folder: the agent's log_dir is made here
         config.shutdown_timeout = SHUTDOWN_GRACE_S
         try:
             return elastic_launch(config, entrypoint)(*args)
@@ -112,6 +127,14 @@ def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
             raise interrupts.Interrupted(exc.sigval) from None
         except ChildFailedError as exc:
             raise _failure(exc, folder, watch.suspect(), timeout) from None
+
+
+def _gloo_interface(net: netaddr.NodeNetwork | None) -> str | None:
+    """The interface gloo binds to on a multi-node job: the one that reaches the endpoint
+    (gloo takes the host name's address otherwise); a user's own choice stays."""
+    if net is None or net.interface is None or os.environ.get(_GLOO_IFNAME):
+        return None
+    return net.interface
 
 
 def _failure(exc: Any, folder: Path, stopped: peers.Stopped | None, timeout: float) -> Exception:

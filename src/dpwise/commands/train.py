@@ -149,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
             outputs.remove_checkpoint(cfg.out)
         try:
             if plan.launch:
+                _say_node(plan)
                 launch(plan, worker_entry, cfg)
             else:
                 run_worker(cfg, Prepared(env, plan, workload, resumed))
@@ -157,6 +158,15 @@ def run(args: argparse.Namespace) -> int:
                 remove_stale_temporaries(cfg.out)  # of the writers that were killed
             raise
     return 0
+
+
+def _say_node(plan) -> None:
+    from dpwise.launch import node_network
+    from dpwise.report.train_text import node_line
+
+    net = node_network(plan)
+    if net is not None and not plan.config.quiet:
+        print(node_line(plan.config.rdzv_endpoint, net), flush=True)
 
 
 def _out_lock(out: Path | None, env, nnodes: int):

@@ -1,0 +1,114 @@
+"""Two hosts with their own addresses (network namespaces joined by a veth pair): ddp across them
+trains like one process, and the harness leaves nothing behind, whatever happens."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import netlab
+from conftest import child_env, load_state, max_abs_diff
+from helpers_train import train_here
+
+REASON = netlab.unavailable_reason()
+# Under CI the namespaces must work: a machine that cannot make them fails the suite.
+needs_netns = pytest.mark.skipif(
+    REASON is not None and os.environ.get("CI") != "true", reason=f"no namespaces: {REASON}"
+)
+PORT = 29400  # inside a fresh namespace every port is free
+RUN_LIMIT_S = 180
+
+
+def _train_args(out: Path, endpoint: str) -> list[str]:
+    return [
+        sys.executable, "-m", "dpwise", "train", "--strategy", "ddp", "--nnodes", "2",
+        "--nproc", "1", "--rdzv-endpoint", endpoint, "--threads", "1", "--epochs", "1",
+        "--timeout", "60", "--out", str(out),
+    ]  # fmt: skip
+
+
+@needs_netns
+@pytest.mark.slow
+def test_ddp_across_two_namespaces_trains_like_one_process(tmp_path):
+    assert REASON is None, REASON
+    single, _ = train_here(tmp_path / "single", epochs=1)
+    with netlab.NetPair(rate="1gbit") as net:
+        endpoint = f"{net.addr['a']}:{PORT}"
+        nodes = [
+            net.popen(side, _train_args(tmp_path / "mn", endpoint), env=child_env(),
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for side in "ab"
+        ]  # fmt: skip
+        outputs = [node.communicate(timeout=RUN_LIMIT_S)[0] for node in nodes]
+        for node, out in zip(nodes, outputs, strict=True):
+            assert node.returncode == 0, out
+    assert max_abs_diff(single, load_state(tmp_path / "mn" / "final.pt")) <= 1e-5
+    workers = json.loads((tmp_path / "mn" / "metrics.json").read_text())["workers"]
+    assert sorted(w["address"] for w in workers) == [net.addr["a"], net.addr["b"]]
+    said = "\n".join(outputs)
+    assert f"({net.addr['a']})" in said and f"({net.addr['b']})" in said  # the run names them
+    assert f"from {net.addr['b']} on {net.dev['b']}; another node hosts" in said
+    assert netlab.leftovers() == []
+
+
+@needs_netns
+def test_an_exception_inside_the_pair_removes_it():
+    with pytest.raises(RuntimeError), netlab.NetPair(rate="50mbit") as net:
+        assert net.run("a", ["ip", "-o", "addr"]).stdout.count(net.addr["a"]) == 1
+        raise RuntimeError("a failing test")
+    assert netlab.leftovers() == []
+
+
+_HOLDER = """
+import sys, time
+sys.path.insert(0, {tests!r})
+import netlab
+with netlab.NetPair(rate="200mbit") as net:
+    net.popen("b", ["sleep", "600"])  # a process still running inside is killed too
+    print("ready", flush=True)
+    time.sleep(600)
+"""
+
+
+@needs_netns
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_holder_removes_the_pair(sig):
+    code = _HOLDER.format(tests=str(Path(__file__).parent))
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        assert len(netlab.leftovers()) >= 2
+        holder.send_signal(sig)
+        holder.wait(timeout=60)
+    finally:
+        holder.kill()
+    assert holder.returncode != 0
+    deadline = time.monotonic() + 10
+    while netlab.leftovers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert netlab.leftovers() == []
+
+
+@needs_netns
+def test_sweep_removes_what_a_killed_holder_left():
+    code = _HOLDER.format(tests=str(Path(__file__).parent))
+    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+    finally:
+        holder.kill()  # SIGKILL: no handler runs
+        holder.wait(timeout=60)
+    assert len(netlab.sweep()) == 2
+    assert netlab.leftovers() == []
+
+
+@needs_netns
+def test_the_shaped_link_holds_its_rate():
+    with netlab.NetPair(rate="50mbit") as net:
+        qdisc = net.run("a", ["tc", "qdisc", "show", "dev", net.dev["a"]]).stdout
+        assert "tbf" in qdisc and "50Mbit" in qdisc

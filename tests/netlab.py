@@ -16,6 +16,7 @@ Shaping uses tc's ``tbf`` (bandwidth); a delay needs ``netem``, which some kerne
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -55,10 +56,8 @@ def _delete(ns: str) -> None:
     """Kill what still runs in ``ns`` and delete it (its veth end and qdisc go with it)."""
     pids = _ip("netns", "pids", ns, check=False).stdout.split()
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, ValueError):
             os.kill(int(pid), signal.SIGKILL)
-        except (ProcessLookupError, ValueError):
-            pass
     _ip("netns", "del", ns, check=False)
     _live.discard(ns)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from dpwise.link.settings import ProbeLinkConfig
+from dpwise.link.settings import LAUNCH, ProbeLinkConfig
 from dpwise.settings import add_settings, from_args
 
 HELP = "measure the link between processes: collective time, algbw and busbw by message size"
@@ -29,17 +29,6 @@ all_gather / reduce_scatter t = (n−1)·α + (n−1)/n · S/β.
 """
 
 PROBE = ("max_bytes", "ops")
-LAUNCH = (
-    "nproc",
-    "device",
-    "backend",
-    "nnodes",
-    "node_rank",
-    "rdzv_endpoint",
-    "rdzv_backend",
-    "rdzv_id",
-    "timeout",
-)
 OUTPUT = ("json", "out")
 
 

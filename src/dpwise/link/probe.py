@@ -112,9 +112,7 @@ def measure_op(
             warm = 1
         del run
     result: dict[str, Any] = {"points": points}
-    result["fit"] = fitting.fit(
-        op, n, [p["bytes"] for p in points], [p["seconds"] for p in points]
-    )
+    result["fit"] = fitting.fit(op, n, [p["bytes"] for p in points], [p["seconds"] for p in points])
     return result
 
 

@@ -23,6 +23,18 @@ _UNITS = {
     "gib": 2**30,
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+# the settings the probe shares with `dpwise train`: how its processes are launched
+LAUNCH = (
+    "nproc",
+    "device",
+    "backend",
+    "nnodes",
+    "node_rank",
+    "rdzv_endpoint",
+    "rdzv_backend",
+    "rdzv_id",
+    "timeout",
+)
 MAX_PROBE_BYTES = 16 * 2**30  # a larger message is a typo more often than a plan
 
 
@@ -101,9 +113,6 @@ class ProbeLinkConfig:
     def train_config(self, world: int) -> TrainConfig:
         """A ddp TrainConfig with these launch settings (checked as `dpwise train` checks them);
         ``world`` is the expected world size, used as the (unused) batch."""
-        launch = (
-            "nproc device backend nnodes node_rank rdzv_endpoint rdzv_backend rdzv_id timeout"
-        ).split()
         return TrainConfig(
-            strategy="ddp", batch_size=max(1, world), **{k: getattr(self, k) for k in launch}
+            strategy="ddp", batch_size=max(1, world), **{k: getattr(self, k) for k in LAUNCH}
         )

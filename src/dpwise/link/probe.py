@@ -91,6 +91,7 @@ def measure_op(
     device: torch.device,
     group: Any = None,
     progress: Progress | None = None,
+    max_iters: int = MAX_ITERS,
 ) -> dict[str, Any]:
     """The points and fit of one op over ``byte_sizes`` (multiples of 4·n bytes)."""
     n = dist.get_world_size(group)
@@ -98,7 +99,7 @@ def measure_op(
     if reason is not None:
         return {"unsupported": reason}
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    points, iters, warm = [], MAX_ITERS, WARMUP
+    points, iters, warm = [], max_iters, WARMUP
     for nbytes in byte_sizes:
         run = _runner(op, nbytes, n, device, group)
         _timed(run, warm, sync)
@@ -124,11 +125,13 @@ def probe_link(
     device: torch.device | None = None,
     group: Any = None,
     progress: Progress | None = None,
+    max_iters: int = MAX_ITERS,
 ) -> dict[str, Any]:
     """Measure ``ops`` over ``group`` (default: the whole world) from ``min_bytes`` to
     ``max_bytes``; every process of the group must call it, and every one returns the same
     JSON-safe dict (world_size, backend, device_type, ops: {op: {points, fit} or
-    {unsupported}}, plus sizes, the processes' host names and the seconds it took)."""
+    {unsupported}}, plus sizes, the processes' host names and the seconds it took).
+    ``max_iters``: timed operations per size while sizes are fast (fewer once they are not)."""
     started = time.perf_counter()
     n = dist.get_world_size(group)
     if n < 2:
@@ -136,6 +139,7 @@ def probe_link(
     backend = str(dist.get_backend(group))
     if device is None:
         device = _default_device(backend)
+    max_bytes = int(_agreed_max(float(max_bytes), device, group))  # one set of sizes for all
     byte_sizes = fitting.sizes(min_bytes, max_bytes, n)
     hosts: list[Any] = [None] * n
     dist.all_gather_object(hosts, socket.gethostname(), group=group)
@@ -146,7 +150,7 @@ def probe_link(
         "min_bytes": byte_sizes[0],
         "max_bytes": byte_sizes[-1],
         "hosts": hosts,
-        "ops": {op: measure_op(op, byte_sizes, device, group, progress) for op in ops},
+        "ops": {op: measure_op(op, byte_sizes, device, group, progress, max_iters) for op in ops},
     }
     result["seconds"] = time.perf_counter() - started
     return result

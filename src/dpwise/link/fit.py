@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from statistics import median
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather")
+EDGE_POINTS = 3  # the smallest sizes set α, the largest set β
+REFINE = 5  # alternations of the two estimates (each corrects the other's small share)
+MIN_SECONDS_PER_BYTE = 1e-15  # β at most 10¹⁵ B/s: large messages no slower than small ones
 # (latency steps per process count, bandwidth factor) of each op, as functions of n
 _STEPS = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}
 
@@ -50,45 +54,32 @@ def model_seconds(op: str, n: int, nbytes: float, alpha_s: float, beta: float) -
     return latency_steps(op, n) * alpha_s + bus_factor(op, n) * nbytes / beta
 
 
-def fit(op: str, n: int, sizes: Sequence[float], seconds: Sequence[float]) -> dict[str, float]:
+def fit(
+    op: str, n: int, sizes: Sequence[float], seconds: Sequence[float], edge: int = EDGE_POINTS
+) -> dict[str, float]:
     """α (seconds) and β (bytes per second) of the ring model, from measured times.
 
-    The model is linear in α and 1/β: t = a·α + b·S·(1/β). It is fitted by least squares on the
-    RELATIVE error, i.e. each equation divided by its measured t, so that a 1 µs miss on a 10 µs
-    message weighs as much as a 10 ms miss on a 100 ms one: the small sizes set α, the large
-    ones β (busbw of the largest messages), and no size dominates by its magnitude. α is kept
-    at or above 0 (a negative latency means the small sizes are noise around a bandwidth line:
-    β is then refitted alone). ``worst_error`` is the largest |model − measured| / measured over
-    the points.
+    α comes from the ``edge`` smallest messages, where the time is almost all latency; β from
+    the ``edge`` largest, where it is almost all bandwidth, so that β is the large messages'
+    busbw (for all-reduce: t ≈ 2(n−1)/n · S/β, i.e. β ≈ busbw). Each is the median over its
+    points (one noisy point moves neither), with the other term's small share subtracted;
+    the two are refined in turn a few times (each step moves them by the other's small
+    share, so it converges in two or three). α is kept at or above 0. ``worst_error`` is the
+    largest |model − measured| / measured over ALL the points: how far the two-parameter
+    model is from the sizes in between (a protocol switch, a burst allowance, noise).
     """
     if n < 2 or len(sizes) != len(seconds) or len(sizes) < 2:
         raise ValueError("a fit needs n ≥ 2 processes and at least two (size, time) points")
-    a = latency_steps(op, n)
-    b = bus_factor(op, n)
-    rows = [(a / t, b * s / t) for s, t in zip(sizes, seconds, strict=True)]
-    alpha, gamma = _least_squares(rows)
-    if alpha < 0 or gamma <= 0:
-        alpha = 0.0
-        gamma = sum(y for _, y in rows) / sum(y * y for _, y in rows)
-    beta = 1.0 / gamma if gamma > 0 else math.inf
-    worst = max(
-        abs(model_seconds(op, n, s, alpha, beta) - t) / t
-        for s, t in zip(sizes, seconds, strict=True)
-    )
+    a, b = latency_steps(op, n), bus_factor(op, n)
+    pts = sorted(zip(sizes, seconds, strict=True))
+    small, large = pts[:edge], pts[-edge:]
+    alpha, per_byte = 0.0, 0.0
+    for _ in range(REFINE):
+        per_byte = max(MIN_SECONDS_PER_BYTE, median((t - a * alpha) / (b * s) for s, t in large))
+        alpha = max(0.0, median((t - b * s * per_byte) / a for s, t in small))
+    beta = 1.0 / per_byte
+    worst = max(abs(model_seconds(op, n, s, alpha, beta) - t) / t for s, t in pts)
     return {"alpha_s": float(alpha), "beta_bytes_per_s": float(beta), "worst_error": float(worst)}
-
-
-def _least_squares(rows: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """(x, y) minimising Σ (p·x + q·y − 1)² over the rows (p, q): the 2×2 normal equations."""
-    spp = sum(p * p for p, _ in rows)
-    sqq = sum(q * q for _, q in rows)
-    spq = sum(p * q for p, q in rows)
-    sp = sum(p for p, _ in rows)
-    sq = sum(q for _, q in rows)
-    det = spp * sqq - spq * spq
-    if det <= 1e-12 * spp * sqq:  # one kind of point only: no separate α and β
-        return -1.0, 0.0
-    return (sp * sqq - sq * spq) / det, (sq * spp - sp * spq) / det
 
 
 def sizes(min_bytes: int, max_bytes: int, n: int, factor: int = 4) -> list[int]:

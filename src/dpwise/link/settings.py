@@ -35,6 +35,7 @@ LAUNCH = (
     "rdzv_id",
     "timeout",
 )
+MIN_PROBE_BYTES = 64  # three sizes at least: 8, 32 and 64 B
 MAX_PROBE_BYTES = 16 * 2**30  # a larger message is a typo more often than a plan
 
 
@@ -67,8 +68,11 @@ def parse_ops(raw: Any, flag: str) -> tuple[str, ...]:
 
 
 def _size_range(flag: str, value: int) -> None:
-    if not 8 <= value <= MAX_PROBE_BYTES:
-        raise DpwiseError(f"{flag} must be from 8 B to 16GiB, got {value} bytes; e.g. {flag} 64MiB")
+    if not MIN_PROBE_BYTES <= value <= MAX_PROBE_BYTES:
+        raise DpwiseError(
+            f"{flag} must be from {MIN_PROBE_BYTES} B to 16GiB, got {value} bytes; "
+            f"e.g. {flag} 64MiB"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,14 +11,15 @@ from dpwise.units import size
 
 
 def gbps(bytes_per_s: float) -> str:
-    return f"{bytes_per_s / 1e9:.3f}"
+    """GB/s with four significant digits: a 200 Mbit/s link reads 0.02385, not 0.024."""
+    return f"{bytes_per_s / 1e9:#.4g}"
 
 
 def fit_line(fit: dict[str, Any]) -> str:
     """α in µs, β in GB/s and Gbit/s, and the fit's worst relative error over the points."""
     beta = fit["beta_bytes_per_s"]
     return (
-        f"fit (ring model): α = {fit['alpha_s'] * 1e6:.1f} µs, β = {beta / 1e9:.3f} GB/s "
+        f"fit (ring model): α = {fit['alpha_s'] * 1e6:.1f} µs, β = {beta / 1e9:#.4g} GB/s "
         f"({beta * 8 / 1e9:.2f} Gbit/s); worst error {100 * fit['worst_error']:.0f} % over the "
         "points"
     )

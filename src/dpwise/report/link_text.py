@@ -11,8 +11,8 @@ from dpwise.units import size
 
 
 def gbps(bytes_per_s: float) -> str:
-    """GB/s with four significant digits: a 200 Mbit/s link reads 0.02385, not 0.024."""
-    return f"{bytes_per_s / 1e9:#.4g}"
+    """GB/s with four decimals (nccl-tests prints two): a 200 Mbit/s link reads 0.0239."""
+    return f"{bytes_per_s / 1e9:.4f}"
 
 
 def fit_line(fit: dict[str, Any]) -> str:

@@ -47,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     if cfg.out is not None:
         check_writable(cfg.out.parent)
     result, writer = run_probe(cfg, quiet=cfg.json)
+    if result is None:  # a torchrun worker other than rank 0
+        return 0
     if cfg.out is not None and writer:
         cfg.out.parent.mkdir(parents=True, exist_ok=True)
         write_json(result, cfg.out)

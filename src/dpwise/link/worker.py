@@ -66,12 +66,14 @@ def probe_entry(cfg: ProbeLinkConfig, quiet: bool) -> dict[str, Any]:
     return run_guarded(probe_worker, cfg, quiet)
 
 
-def run_probe(cfg: ProbeLinkConfig, quiet: bool = False) -> tuple[dict[str, Any], bool]:
+def run_probe(cfg: ProbeLinkConfig, quiet: bool = False) -> tuple[dict[str, Any] | None, bool]:
     """The probe's result and whether this node holds global rank 0 (the one that writes):
-    launched here, or run in this process when it is itself a torchrun worker."""
+    launched here (every node gets the result), or run in this process when it is itself a
+    torchrun worker (only rank 0 gets it: one table, not one per worker)."""
     env = DistEnv.from_environ()
     plan = plan_for(cfg, env)  # bad launch settings fail here, before anything starts
     if not plan.launch:
-        return probe_worker(cfg, quiet), env.rank == 0
+        result = probe_worker(cfg, quiet)
+        return (result, True) if env.rank == 0 else (None, False)
     returned = launch(plan, probe_entry, cfg, quiet)
     return next(iter(returned.values())), 0 in returned

@@ -20,7 +20,7 @@ def fit_line(fit: dict[str, Any]) -> str:
     beta = fit["beta_bytes_per_s"]
     return (
         f"fit (ring model): α = {fit['alpha_s'] * 1e6:.1f} µs, β = {beta / 1e9:#.4g} GB/s "
-        f"({beta * 8 / 1e9:.2f} Gbit/s); worst error {100 * fit['worst_error']:.0f} % over the "
+        f"({beta * 8 / 1e9:#.3g} Gbit/s); worst error {100 * fit['worst_error']:.0f} % over the "
         "points"
     )
 

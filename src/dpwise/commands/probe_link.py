@@ -24,8 +24,9 @@ examples:
 bytes is the size of the whole tensor; algbw = bytes / time; busbw = algbw × 2(n−1)/n for
 all_reduce and × (n−1)/n for all_gather and reduce_scatter (nccl-tests' doc/PERFORMANCE.md), so
 busbw is comparable with the link's own rate whatever n. A size's time is the largest, over the
-processes, of each process's median. The fit: all_reduce t = 2(n−1)·α + 2(n−1)/n · S/β,
-all_gather / reduce_scatter t = (n−1)·α + (n−1)/n · S/β.
+processes, of each process's median (nccl-tests reports the mean). α comes from the smallest
+sizes, β from the largest; "worst error" is the model's largest miss over all sizes. The model:
+all_reduce t = 2(n−1)·α + 2(n−1)/n · S/β, all_gather / reduce_scatter t = (n−1)·α + (n−1)/n · S/β.
 """
 
 PROBE = ("max_bytes", "ops")

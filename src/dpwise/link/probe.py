@@ -4,7 +4,9 @@ For each message size (whole-tensor bytes, ×4 from ``min_bytes`` to ``max_bytes
 warm-up operations, then timed ones, each timed alone (the device synchronised before and after
 on CUDA); a process's figure is the median of its timed operations, and the size's figure the
 largest median over the processes (an all-reduce MAX over the same group), so every process
-ends with the same numbers. Then α and β are fitted per op (dpwise.link.fit).
+ends with the same numbers. (nccl-tests reports the mean over its iterations; the median keeps
+one operation slowed by another program on a shared machine out of the figure.) Then α and β
+are fitted per op (dpwise.link.fit).
 
 Time budget: a size gets ``MAX_ITERS`` timed operations while they are fast; once a size's
 timed operations took longer than ``SIZE_BUDGET_S``, the next (4× larger) size gets fewer,

@@ -12,7 +12,8 @@ COLUMNS = ["op", "size", "bytes", "time (µs)", "algbw (GB/s)", "busbw (GB/s)"]
 DEFINITIONS = (
     "Timed the way nccl-tests does (doc/PERFORMANCE.md): bytes is the whole tensor, algbw = "
     "bytes / time, busbw = algbw × 2(n−1)/n for all_reduce and × (n−1)/n for all_gather and "
-    "reduce_scatter; a size's time is the largest, over the processes, of each one's median. "
+    "reduce_scatter; a size's time is the largest, over the processes, of each one's median "
+    "(nccl-tests: the mean). "
     "GB/s = 10⁹ bytes per second. The fit is the ring model: all_reduce t = 2(n−1)·α + "
     "2(n−1)/n · S/β."
 )

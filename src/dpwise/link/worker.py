@@ -58,7 +58,6 @@ def probe_worker(cfg: ProbeLinkConfig, quiet: bool = False) -> dict[str, Any]:
         result = probe_link(cfg.max_bytes, cfg.ops, device=strategy.device, progress=talk)
     finally:
         strategy.teardown()
-    result["rank0_host"] = result["hosts"][0]
     return result
 
 

@@ -47,6 +47,9 @@ def main() -> None:
     for r in runs:
         print(f"{r['label']:<24}{r['wall_seconds']:>8.2f}{r['training_seconds']:>12.2f}")
     print(f"{'start-up, checks, report':<24}{wall - sum(r['wall_seconds'] for r in runs):>8.2f}")
+    link = results.get("link_probe")
+    if link:
+        print(f"link probe of {link['run']} (inside its run's wall): {link['seconds']:.2f} s")
     print(f"total wall {wall:.1f} s (target ≤ 90 s)")
     print(
         f"inside training {training:.1f} s; outside training {wall - training:.1f} s = "

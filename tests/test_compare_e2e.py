@@ -64,6 +64,22 @@ def test_outputs_are_written(default_report):
     assert f"report: {out / 'report.html'}" in " ".join(proc.stdout.split())
 
 
+def test_the_largest_ddp_run_probes_its_link_up_to_its_gradient_bytes(default_report):
+    out, _ = default_report
+    results = json.loads((out / "results.json").read_text())
+    probe = results["link_probe"]
+    assert probe["run"] == "ddp-2" and probe["world_size"] == 2 and probe["backend"] == "gloo"
+    assert list(probe["ops"]) == ["all_reduce"]  # ddp's one collective
+    points = probe["ops"]["all_reduce"]["points"]
+    assert points[-1]["bytes"] == results["workload"]["parameter_bytes"]
+    assert probe["ops"]["all_reduce"]["fit"]["beta_bytes_per_s"] > 0
+    runs = {r["id"]: r for r in results["runs"]}
+    assert runs["ddp-2"]["link_probe"]["ops"] == probe["ops"]
+    assert runs["ddp-1"]["link_probe"] is None and runs["single"]["link_probe"] is None
+    assert results["plots"]["link"] == "link.png" and (out / "link.png").is_file()
+    assert "## Link probe" in (out / "report.md").read_text()
+
+
 def test_markdown_gives_the_same_verdict(default_report):
     out, _ = default_report
     results = json.loads((out / "results.json").read_text())

@@ -196,6 +196,9 @@ def test_compare_with_fsdp_measures_the_memory_check_and_reports_both_peaks(tmp_
     fsdp = next(r for r in results["runs"] if r["id"] == "fsdp-2")
     ops = {o["op"]: o["count_per_step"] for o in fsdp["communication"]["collectives"]}
     assert ops["all_gather"] >= 1 and ops["reduce_scatter"] >= 1 and ops["all_reduce"] == 0
+    # fsdp's link probe times its own collectives too; the top-level probe is ddp's at equal size
+    assert list(fsdp["link_probe"]["ops"]) == ["all_reduce", "reduce_scatter", "all_gather"]
+    assert results["link_probe"]["run"] == "ddp-2"
     for name in ("report.md", "report.html"):
         report = (out / name).read_text()
         for key in ("ddp_peak_bytes", "fsdp_peak_bytes"):

@@ -291,3 +291,46 @@ def test_an_inconclusive_verdict_names_single_a_safe_default_not_a_recommendatio
     md, html = render_markdown(doc(results)), render_html(doc(results), tmp_path)
     for text in (md, html):
         assert "Safe default until a run decides" in text and "Recommended:" not in text
+
+
+# --- the link probe -----------------------------------------------------------------------
+
+
+def _link_probe() -> dict[str, Any]:
+    from dpwise.link import fit as f
+
+    sizes = f.sizes(8, 2**20, 2)
+    seconds = [f.model_seconds("all_reduce", 2, s, 2e-4, 1e9) for s in sizes]
+    points = [f.point("all_reduce", 2, s, t) for s, t in zip(sizes, seconds, strict=True)]
+    part = {"points": points, "fit": f.fit("all_reduce", 2, sizes, seconds)}
+    return {
+        "world_size": 2,
+        "backend": "gloo",
+        "device_type": "cpu",
+        "ops": {"all_reduce": part},
+        "run": "ddp-2",
+    }
+
+
+def test_a_link_probe_gets_its_section_table_and_plot(results, tmp_path):
+    results["link_probe"] = _link_probe()
+    written, paths = write_reports(doc(results), tmp_path)
+    assert written.plots["link"] == "link.png"
+    width, height = png_size(tmp_path / "link.png")
+    assert width > 100 and height > 100
+    md = (tmp_path / "report.md").read_text()
+    section = md_section(md, "## Link probe")
+    assert "Measured on this machine's gloo link between 2 processes (run ddp-2" in section
+    assert "α = 200.0 µs, β = 1.000 GB/s (8.00 Gbit/s)" in section
+    rows = table_lines(section)[2:]
+    assert len(rows) == len(_link_probe()["ops"]["all_reduce"]["points"])
+    assert cells(rows[-1])[1].strip() == "1.00 MiB"
+    assert "![busbw and algbw by message size" in section and "(link.png)" in section
+    assert md.count("(link.png)") == 1  # not repeated under "More plots"
+    html = (tmp_path / "report.html").read_text()
+    assert 'id="link-probe"' in html and html.count("data:image/png;base64,") == len(paths) - 2
+
+
+def test_without_a_link_probe_there_is_no_section(sample):
+    assert "Link probe" not in sample.md and 'id="link-probe"' not in sample.html
+    assert not (sample.out / "link.png").exists()

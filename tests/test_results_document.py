@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ RUN_KEYS = {
     "id", "label", "strategy", "world_size", "backend", "devices", "threads_per_process", "notes",
     "epoch_seconds", "samples_per_s", "samples_per_epoch", "training_seconds", "losses",
     "final_state", "memory", "communication", "sync_points_per_step", "trace", "pids", "diverged",
-    "wall_seconds", "speedup_vs_single", "max_param_diff_vs_single",
+    "wall_seconds", "speedup_vs_single", "max_param_diff_vs_single", "link_probe",
 }  # fmt: skip
 TOP_KEYS = {
     "schema", "dpwise_version", "created", "command", "workload", "environment", "runs",
@@ -60,6 +61,15 @@ def test_a_run_writes_every_key_of_schema_1_and_reads_back_equal():
     assert Run.from_json(json.loads(json.dumps(written))) == ddp
     results = Results(runs=(ddp,), timing={"wall_seconds": 1.0})
     assert set(results.to_json()) == TOP_KEYS | {"timing"}
+
+
+def test_a_link_probe_reads_back_on_its_run_and_at_the_top():
+    probe = {"world_size": 2, "backend": "gloo", "ops": {"all_reduce": {"points": []}}}
+    ddp = replace(run("ddp-2", 900, comm=comm(0.2)), link_probe=probe)
+    results = Results(runs=(ddp,), link_probe={**probe, "run": "ddp-2"})
+    again = Results.from_json(json.loads(json.dumps(results.to_json())))
+    assert again.runs == results.runs and again.link_probe == results.link_probe
+    assert "link_probe" not in Results(runs=(ddp,)).to_json()  # no probe, no key
 
 
 def test_malformed_parts_take_their_defaults():

@@ -9,7 +9,7 @@ import sys
 from dpwise import __version__
 from dpwise.errors import DpwiseError
 
-COMMANDS = ("train", "compare", "advise", "env", "lint")
+COMMANDS = ("train", "compare", "advise", "env", "lint", "probe-link")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"dpwise {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
-        module = importlib.import_module(f"dpwise.commands.{name}")
+        module = importlib.import_module(f"dpwise.commands.{name.replace('-', '_')}")
         p = sub.add_parser(
             name,
             help=module.HELP,

@@ -20,8 +20,9 @@ SCHEMA = 1
 class Results:
     """What one `dpwise compare` measured and concluded.
 
-    ``workload``, ``environment``, ``diagnosis``, ``recommendation``, ``claims``, ``plots`` and
-    ``timing`` are plain JSON parts: read by the report and ``advise --from`` as they are.
+    ``workload``, ``environment``, ``diagnosis``, ``recommendation``, ``claims``, ``plots``,
+    ``timing`` and ``link_probe`` are plain JSON parts: read by the report and ``advise --from``
+    as they are.
     """
 
     schema: int = SCHEMA
@@ -37,6 +38,7 @@ class Results:
     claims: tuple[Json, ...] = ()
     plots: dict[str, str] | None = None  # {plot key: file}; None until the report is written
     timing: Json | None = None  # set once the report is written
+    link_probe: Json | None = None  # the link between the largest ddp run's processes, and "run"
 
     def run(self, run_id: str) -> Run | None:
         return next((r for r in self.runs if r.id == run_id), None)
@@ -58,6 +60,8 @@ class Results:
         }
         if self.timing is not None:
             out["timing"] = self.timing
+        if self.link_probe is not None:
+            out["link_probe"] = self.link_probe
         return out
 
     @classmethod
@@ -91,4 +95,5 @@ class Results:
                 else None
             ),
             timing=d.get("timing"),
+            link_probe=part("link_probe") or None,
         )

@@ -126,6 +126,7 @@ class Run:
     speedup_vs_single: float | None = None
     max_param_diff_vs_single: float | None = None
     ddp_options: Json | None = None
+    link_probe: Json | None = None  # dpwise.link.probe's result, measured in the run's processes
 
     @property
     def median_rate(self) -> float:
@@ -156,6 +157,7 @@ class Run:
             "wall_seconds": self.wall_seconds,
             "speedup_vs_single": self.speedup_vs_single,
             "max_param_diff_vs_single": self.max_param_diff_vs_single,
+            "link_probe": self.link_probe,
         }
         if self.ddp_options is not None:
             out["ddp_options"] = dict(self.ddp_options)
@@ -180,6 +182,7 @@ class Run:
                 "speedup_vs_single",
                 "max_param_diff_vs_single",
                 "ddp_options",
+                "link_probe",
             )
             if k in d
         }

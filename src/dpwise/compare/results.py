@@ -16,7 +16,7 @@ from torch import nn
 from dpwise import __version__, checks
 from dpwise.checks import CHECKS, CheckContext
 from dpwise.compare.document import Results
-from dpwise.compare.records import Run
+from dpwise.compare.records import Json, Run
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.verdict import claims, recommend
 from dpwise.diagnosis import Layer, ModelProbe, probe_workload
@@ -166,4 +166,15 @@ def assemble(
         checks=tuple(outcomes.values()),
         recommendation=recommend(runs, cfg.tolerance, device_type, why.known_cause),
         claims=tuple(claims(runs, outcomes, env, dp_vs_ddp)),
+        link_probe=link_probe(runs),
     )
+
+
+def link_probe(runs: list[Run]) -> Json | None:
+    """The link probe of the largest-world run that probed one, a replicating (ddp) run before
+    a sharding one at equal size, with that run's id as "run"; None when no run probed."""
+    probed = [r for r in runs if r.link_probe]
+    if not probed:
+        return None
+    best = max(probed, key=lambda r: (r.world_size, not traits(r.strategy).shards_model))
+    return {**best.link_probe, "run": best.id}

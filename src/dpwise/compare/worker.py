@@ -25,12 +25,15 @@ from dpwise.hardware import Hardware, configure_threads
 from dpwise.interrupts import release
 from dpwise.launch import launch, run_guarded
 from dpwise.launch_env import DistEnv
+from dpwise.link.probe import probe_link
+from dpwise.link.settings import MIN_PROBE_BYTES
 from dpwise.plan import RunPlan, resolve
 from dpwise.strategies import make_strategy, traits
 from dpwise.strategies.traits import VISIBLE
 from dpwise.workload import workload_for
 
 Address = tuple[str, int]
+LINK_ITERS = 10  # timed operations per message size in compare's link probe (probe-link: 20)
 
 
 def _plan(spec: RunSpec, cfg: CompareConfig, env: DistEnv) -> RunPlan:
@@ -114,6 +117,7 @@ def _probe(spec, cfg, plan, strategy, workload, data, repeats, threads, final) -
         probe = profiled_probe(
             spec, plan, strategy, workload, data, where, cfg.profile_steps, last_work=True
         )
+    link = _link_probe(spec, strategy, probe)  # the run's last work: nothing else measured after
     mine = {
         "live": probe.get("live_tensor_bytes"),
         "rss": timing["peak_rss_bytes"],
@@ -122,7 +126,19 @@ def _probe(spec, cfg, plan, strategy, workload, data, repeats, threads, final) -
         "diverged": repeats.first["diverged"],
     }
     ranks = strategy.all_gather_object(mine)
-    return _record(spec, strategy, threads, timing, repeats.first, probe, ranks, final, trace)
+    run = _record(spec, strategy, threads, timing, repeats.first, probe, ranks, final, trace)
+    return replace(run, link_probe=link)
+
+
+def _link_probe(spec: RunSpec, strategy, probe: dict[str, Any]) -> dict[str, Any] | None:
+    """The link between a run's processes, timed up to its gradient bytes (dpwise.link): the
+    collectives of its strategy (all_reduce; reduce_scatter and all_gather where it shards)."""
+    kind = traits(spec.strategy)
+    if not (kind.process_group and spec.launched and spec.world_size >= 2):
+        return None
+    ops = ("all_reduce", "reduce_scatter", "all_gather") if kind.shards_model else ("all_reduce",)
+    gradient_bytes = max(MIN_PROBE_BYTES, probe["communication"]["gradient_bytes"])
+    return probe_link(gradient_bytes, ops, device=strategy.device, max_iters=LINK_ITERS)
 
 
 def _memory(spec: RunSpec, first: dict[str, Any], ranks: list[dict[str, Any]]) -> Memory:

@@ -57,6 +57,19 @@ def _check(check: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _link(view: dict[str, Any]) -> list[str]:
+    link = view["link"]
+    if link is None:
+        return []
+    lines = [f"## {link['title']}", "", link["caption"], "", link["definitions"], ""]
+    lines += [f"- {fit}" for fit in link["fits"]] + [""]
+    if link["rows"]:
+        lines += [*md_table(link["columns"], link["rows"]), ""]
+    if link["plot"]:
+        lines += [f"![{link['plot_alt']}]({link['plot']})", ""]
+    return lines
+
+
 def _extra_plots(view: dict[str, Any]) -> list[str]:
     if not view["extra_plots"]:
         return []
@@ -87,5 +100,5 @@ def render_markdown(results: Results) -> str:
     lines = [f"# {view['title']}", "", *_verdict(view), *_claims(view), *_checks_overview(view)]
     for check in view["checks"]:
         lines += _check(check)
-    lines += _extra_plots(view) + _setup(view) + _footer(view)
+    lines += _link(view) + _extra_plots(view) + _setup(view) + _footer(view)
     return "\n".join(lines) + "\n"

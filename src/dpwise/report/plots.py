@@ -17,6 +17,7 @@ from matplotlib.ticker import MaxNLocator
 
 from dpwise.atomic import atomic_write_bytes
 from dpwise.compare.document import Results
+from dpwise.report.link_plot import link_figure
 from dpwise.report.plotkit import (
     LINESTYLES,
     MARKERS,
@@ -44,8 +45,9 @@ def write_plots(results: Results, out_dir: Path) -> dict[str, str]:
     out_dir.mkdir(parents=True, exist_ok=True)
     runs = list(results.runs)
     written: dict[str, str] = {}
-    for key, draw in PLOTS.items():
-        fig = draw(runs)
+    figures = {key: draw(runs) for key, draw in PLOTS.items()}
+    figures["link"] = link_figure(results.link_probe)
+    for key, fig in figures.items():
         if fig is None:
             continue
         name = f"{key}.png"

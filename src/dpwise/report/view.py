@@ -12,6 +12,7 @@ from typing import Any
 from dpwise.checks import CheckResult
 from dpwise.compare.document import Results
 from dpwise.compare.records import Run
+from dpwise.report.link_view import link_view
 
 TITLE = "dpwise compare report"
 DASH = "—"
@@ -28,6 +29,7 @@ PLOT_DESCRIPTIONS = {
     "memory": "peak memory per device for each run, in MiB",
     "loss": "training loss per optimizer step for every run",
     "communication": "step time split into compute and exposed communication, in ms",
+    "link": "busbw and algbw of the link probe by message size",
 }
 RUN_COLUMNS = ["run", "world size", "backend", "devices", "threads per process", "notes"]
 CLAIM_COLUMNS = ["claim", "source", "measured", "verdict", "why"]
@@ -172,13 +174,16 @@ def build_view(results: Results) -> dict[str, Any]:
     """All the report's text, in reading order, as strings and lists of strings."""
     files = plot_files(results)
     checks = [_check_view(c, files) for c in results.checks]
+    link_plot = "link.png" if files is not None and "link.png" in files else None
+    used = {c["plot"] for c in checks if c["plot"]} | {link_plot}
     return {
         "title": TITLE,
         "verdict": _verdict_view(results.recommendation),
         "claim_columns": CLAIM_COLUMNS,
         "claims": [_claim_view(c) for c in results.claims],
         "checks": checks,
-        "extra_plots": _extra_plots(files, {c["plot"] for c in checks if c["plot"]}),
+        "link": link_view(results.link_probe, link_plot),
+        "extra_plots": _extra_plots(files, used),
         "run_columns": RUN_COLUMNS,
         "runs": [_run_row(run) for run in results.runs],
         "environment": key_values(results.environment),

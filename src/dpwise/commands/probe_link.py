@@ -1,0 +1,62 @@
+"""`dpwise probe-link`: time the collectives of a process group over message sizes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from dpwise.link.settings import LAUNCH, ProbeLinkConfig
+from dpwise.settings import add_settings, from_args
+
+HELP = "measure the link between processes: collective time, algbw and busbw by message size"
+DESCRIPTION = (
+    "Time all_reduce (and reduce_scatter, all_gather) between N processes over message sizes "
+    "from 8 B to --max-bytes, the way nccl-tests does, and fit the ring model's latency α and "
+    "bandwidth β."
+)
+EPILOG = """\
+examples:
+  dpwise probe-link                                    # 2 processes on this machine (gloo)
+  dpwise probe-link --max-bytes 1GB --ops all_reduce,all_gather --device cuda
+  dpwise probe-link --nnodes 2 --nproc 1 --node-rank 0 --rdzv-endpoint HOST:29400  # each node
+  dpwise probe-link --json --out link.json
+
+bytes is the size of the whole tensor; algbw = bytes / time; busbw = algbw × 2(n−1)/n for
+all_reduce and × (n−1)/n for all_gather and reduce_scatter (nccl-tests' doc/PERFORMANCE.md), so
+busbw is comparable with the link's own rate whatever n. A size's time is the largest, over the
+processes, of each process's median (nccl-tests reports the mean). α comes from the smallest
+sizes, β from the largest; "worst error" is the model's largest miss over all sizes. The model:
+all_reduce t = 2(n−1)·α + 2(n−1)/n · S/β, all_gather / reduce_scatter t = (n−1)·α + (n−1)/n · S/β.
+"""
+
+PROBE = ("max_bytes", "ops")
+OUTPUT = ("json", "out")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_settings(p.add_argument_group("probe"), ProbeLinkConfig, PROBE)
+    add_settings(p.add_argument_group("launch (as dpwise train)"), ProbeLinkConfig, LAUNCH)
+    add_settings(p.add_argument_group("outputs"), ProbeLinkConfig, OUTPUT)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpwise.link.worker import run_probe
+    from dpwise.outputs import check_writable, write_json
+    from dpwise.report.link_text import link_lines
+
+    cfg = from_args(ProbeLinkConfig, args)
+    if cfg.out is not None:
+        check_writable(cfg.out.parent)
+    result, writer = run_probe(cfg, quiet=cfg.json)
+    if result is None:  # a torchrun worker other than rank 0
+        return 0
+    if cfg.out is not None and writer:
+        cfg.out.parent.mkdir(parents=True, exist_ok=True)
+        write_json(result, cfg.out)
+    if cfg.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print("\n".join(link_lines(result)))
+        if cfg.out is not None and writer:
+            print(f"wrote {cfg.out}")
+    return 0

@@ -37,6 +37,7 @@ class Results:
     claims: tuple[Json, ...] = ()
     plots: dict[str, str] | None = None  # {plot key: file}; None until the report is written
     timing: Json | None = None  # set once the report is written
+    projection: Json | None = None  # dpwise.projection.section.build(); None: not projected
 
     def run(self, run_id: str) -> Run | None:
         return next((r for r in self.runs if r.id == run_id), None)
@@ -58,6 +59,8 @@ class Results:
         }
         if self.timing is not None:
             out["timing"] = self.timing
+        if self.projection is not None:
+            out["projection"] = self.projection
         return out
 
     @classmethod
@@ -91,4 +94,5 @@ class Results:
                 else None
             ),
             timing=d.get("timing"),
+            projection=part("projection") or None,
         )

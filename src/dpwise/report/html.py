@@ -42,6 +42,8 @@ def _embedded_images(view: dict[str, Any], plot_dir: Path) -> dict[str, str]:
     """{plot file: data URI} for every plot the page shows that exists inside ``plot_dir``."""
     names = {c["plot"] for c in view["checks"] if c["plot"]}
     names |= {p["file"] for p in view["extra_plots"]}
+    if view["projection"] and view["projection"].get("plot"):
+        names.add(view["projection"]["plot"])
     root = plot_dir.resolve()
     images = {}
     for name in sorted(names):

@@ -12,6 +12,7 @@ from typing import Any
 from dpwise.checks import CheckResult
 from dpwise.compare.document import Results
 from dpwise.compare.records import Run
+from dpwise.report.projection_view import projection_view
 
 TITLE = "dpwise compare report"
 DASH = "—"
@@ -29,6 +30,7 @@ PLOT_DESCRIPTIONS = {
     "loss": "training loss per optimizer step for every run",
     "communication": "step time split into compute and exposed communication, in ms",
 }
+PROJECTION = "projection.png"  # shown in the projection section, not among "more plots"
 RUN_COLUMNS = ["run", "world size", "backend", "devices", "threads per process", "notes"]
 CLAIM_COLUMNS = ["claim", "source", "measured", "verdict", "why"]
 CLAIM_TONES = (  # (word in the verdict, tone), first match wins
@@ -178,7 +180,8 @@ def build_view(results: Results) -> dict[str, Any]:
         "claim_columns": CLAIM_COLUMNS,
         "claims": [_claim_view(c) for c in results.claims],
         "checks": checks,
-        "extra_plots": _extra_plots(files, {c["plot"] for c in checks if c["plot"]}),
+        "extra_plots": _extra_plots(files, {c["plot"] for c in checks if c["plot"]} | {PROJECTION}),
+        "projection": projection_view(results.projection, results.plots),
         "run_columns": RUN_COLUMNS,
         "runs": [_run_row(run) for run in results.runs],
         "environment": key_values(results.environment),

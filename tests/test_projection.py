@@ -1,7 +1,13 @@
-"""The scaling projection: the ring model against hand-computed cases, the links, the section."""
+"""The scaling projection: the ring model against hand-computed cases, the links, the section,
+advise citing it and the options' refusals."""
+
+import json
+from dataclasses import replace
 
 import pytest
 
+from conftest import FIXTURES
+from dpwise.cli import main
 from dpwise.errors import DpwiseError
 from dpwise.projection import links, model, section
 from dpwise.projection.links import PRESETS, Link, custom, link_from_probe
@@ -149,3 +155,71 @@ def test_the_section_says_why_it_is_absent():
     assert s["status"] == "absent" and "no ddp run at 2 or more" in s["reason"]
     old = _results(buckets=())
     assert "no gradient buckets" in section.build(old, ("eth-1g",))["reason"]
+
+
+def _sample_with_projection(tmp_path):
+    results = json.loads((FIXTURES / "results_sample.json").read_text())
+    ddp = next(r for r in results["runs"] if r["id"] == "ddp-2")
+    ddp["communication"]["buckets"] = [{"bytes": 2_070_568, "ready_ms": 0.0}]
+    results["projection"] = section.build(results, ("nvlink4", "ib-ndr", "eth-1g"))
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    return path
+
+
+def test_advise_from_results_cites_the_projection(tmp_path, capsys):
+    path = _sample_with_projection(tmp_path)
+    assert (
+        main(["advise", "--json", "--from", str(path), "--link", "eth-1g", "--devices", "64"]) == 0
+    )
+    answer = json.loads(capsys.readouterr().out)
+    cited = [r for r in answer["reasons"] if r.startswith("at 64 devices over 1 Gb/s Ethernet")]
+    assert len(cited) == 1 and "ddp keeps" in cited[0] and "projection from ddp-2" in cited[0]
+    (point,) = answer["projection"]["points"]
+    assert (point["link"], point["devices"]) == ("eth-1g", 64)
+    assert f"{point['efficiency']:.0%} efficiency" in cited[0]
+    # by default: the fastest and the slowest link that reach 64 devices (nvlink4 does not)
+    assert main(["advise", "--from", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "at 64 devices over InfiniBand NDR" in text and "at 64 devices over 1 Gb/s" in text
+
+
+def test_advise_from_results_without_a_projection_says_so(tmp_path, capsys):
+    path = tmp_path / "results.json"
+    path.write_text((FIXTURES / "results_sample.json").read_text())
+    assert main(["advise", "--from", str(path)]) == 0
+    assert "no scaling projection in these results" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["advise", "--from", "R", "--link", "fast"], "--link 'fast' is not a link"),
+        (["advise", "--from", "R", "--devices", "1"], "--devices must be at least 2"),
+        (["advise", "--link", "eth-1g"], "give --from RESULTS_JSON too"),
+        (["advise", "--from", "R", "--link", "nvlink4"], "within one node (8 devices at most)"),
+        (["compare", "--project-links", "nvlink4,10Gb/s"], "'10Gb/s' is not a link"),
+        (["compare", "--project-devices", "0,8"], "--project-devices 0,8: give device counts"),
+    ],
+)
+def test_bad_projection_options_are_one_line_exit_2(args, message, tmp_path, capsys):
+    path = _sample_with_projection(tmp_path)
+    args = [str(path) if a == "R" else a for a in args]
+    out = tmp_path / "never"
+    assert main([*args, *(["--out", str(out)] if args[0] == "compare" else [])]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err
+    assert not out.exists()
+
+
+def test_fsdp_is_projected_with_no_overlap():
+    # all-gathers of 2 GB and reduce-scatters of 1 GB (unsharded) over 2 devices at 1 GB/s:
+    # (n−1)/n of each, 1000 + 500 ms, all exposed; each op adds (n−1)·α
+    sharded = model.Sharded(
+        run="fsdp-2", gathered_bytes=2e9, gathers=4, scattered_bytes=1e9, scatters=2
+    )
+    base = inputs([Bucket(10**6, 0.0)])
+    p = model.project_fsdp(replace(base, sharded=sharded), link(alpha=1e-3), 2)
+    assert p.exposed_ms == pytest.approx(1500.0 + 6 * 1.0)
+    assert p.step_ms == pytest.approx(100.0 + 1506.0)
+    assert model.project_fsdp(base, link(), 2) is None

@@ -72,7 +72,7 @@ def test_outputs_are_written(default_report):
 
 
 def test_the_report_carries_the_scaling_projection(default_report):
-    out, _ = default_report
+    out, proc = default_report
     results = json.loads((out / "results.json").read_text())
     projection = results["projection"]
     assert projection["status"] == "projected"
@@ -90,6 +90,8 @@ def test_the_report_carries_the_scaling_projection(default_report):
     assert "Scaling projection (a projection, not a measurement)" in md
     assert "flat ring" in md and "nccl-tests/issues/267" in md
     assert "Scaling projection" in (out / "report.html").read_text()
+    printed = " ".join(proc.stdout.split())
+    assert "projection (a model, not a measurement" in printed and "eth-10g" in printed
 
 
 def test_markdown_gives_the_same_verdict(default_report):

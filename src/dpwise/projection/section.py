@@ -37,7 +37,8 @@ def assumptions(inputs: Inputs) -> list[str]:
         "time before the end of backward; they all-reduce one after another on one stream",
         "each all-reduce is a flat ring over the link, 2(n−1)·α + 2(n−1)/n·S/β; across nodes "
         "the ring runs at the slowest link: conservative, NCCL's tree and hierarchical "
-        f"algorithms do better at scale ({TREES})",
+        f"algorithms do better at scale ({TREES}); the latency term 2(n−1)·α grows with n and "
+        "dominates small buckets at large n, where NCCL's trees pay about log2(n) steps",
         "β is the bus bandwidth (nccl-tests' busbw) each device gets at every device count: no "
         "congestion, one NIC per device on inter-node links",
         "intra-node links (NVLink, PCIe) are projected only up to one node's devices",

@@ -32,6 +32,9 @@ def projection_figure(section: dict[str, Any] | None) -> Figure | None:
             label=labels.get(s["link"], s["link"]),
         )
     ax.set_xscale("log", base=2)
+    ticks = sorted({p["devices"] for s in series for p in s["ddp"]})
+    ax.set_xticks(ticks, [str(t) for t in ticks])
+    ax.minorticks_off()
     ax.set_ylim(0, 1.05)
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     style_axes(ax, "ddp scaling efficiency, projected (not measured)", "efficiency", "devices")

@@ -147,6 +147,10 @@ def test_the_section_projects_every_link_within_its_reach():
         2 * 32 / eth[0]["step_ms"] * 1e3
     )
     assert "pass-through" in s["dp"]
+    # over the probe at the measured 2 devices: 2·α + 1/1 · 2 MB / 100 MB/s = 20.02 ms exposed
+    check = s["check"]
+    assert check["projected_step_ms"] == pytest.approx(30.02)
+    assert check["error"] == pytest.approx((30.02 - 20.0) / 20.0)
     assert any("flat ring" in a for a in s["assumptions"])
 
 

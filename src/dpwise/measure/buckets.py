@@ -4,7 +4,8 @@ Read from the profiler: the dispatcher's ``c10d::allreduce_`` request marks the 
 a bucket over (its launch, on the host), the backend event paired with it carries the bucket's
 shape. A bucket's ``ready_ms`` is how long before the step's LAST launch it was launched: the last
 bucket goes when backward reaches the first layers, so ``ready_ms`` is the backward time left to
-hide that bucket's all-reduce behind.
+hide that bucket's all-reduce behind. On CUDA these are host times: where the host runs ahead
+of the GPU, launches come earlier than the gradients are ready on the device.
 """
 
 from __future__ import annotations

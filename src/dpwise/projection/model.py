@@ -134,3 +134,21 @@ def project_fsdp(inputs: Inputs, link: Link, n: int) -> Point | None:
 def fits(link: Link, n: int) -> bool:
     """Whether ``n`` devices can share ``link``: an intra-node link only within one node."""
     return link.node_devices is None or n <= link.node_devices
+
+
+def check_at_measured(inputs: Inputs, link: Link) -> dict[str, Any] | None:
+    """The model at the world size that was measured, over ``link`` (the probed one), against
+    the measured step: how far off it is where both exist; None without a measured step."""
+    if inputs.measured_step_ms is None:
+        return None
+    p = project_ddp(inputs, link, inputs.measured_world)
+    measured = float(inputs.measured_step_ms)
+    return {
+        "link": link.name,
+        "devices": inputs.measured_world,
+        "projected_step_ms": p.step_ms,
+        "measured_step_ms": measured,
+        "projected_exposed_ms": p.exposed_ms,
+        "measured_exposed_ms": inputs.measured_exposed_ms,
+        "error": (p.step_ms - measured) / measured if measured > 0 else None,
+    }

@@ -9,7 +9,14 @@ from typing import Any
 from dpwise.compare.document import Results
 from dpwise.projection.inputs import NoInputs, inputs_from_results
 from dpwise.projection.links import Link, link_from_probe, resolve
-from dpwise.projection.model import DEFAULT_DEVICES, Inputs, fits, project_ddp, project_fsdp
+from dpwise.projection.model import (
+    DEFAULT_DEVICES,
+    Inputs,
+    check_at_measured,
+    fits,
+    project_ddp,
+    project_fsdp,
+)
 from dpwise.units import size
 
 TREES = "https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/"
@@ -23,9 +30,17 @@ DP_ON_GPU = (
 )
 
 
+HOST_CLOCK = (
+    "on CUDA the bucket launch times are the host's: where the host runs ahead of the GPU they "
+    "come early, and the overlap with backward is overstated"
+)
+
+
 def assumptions(inputs: Inputs) -> list[str]:
     kinds = len(inputs.buckets)
+    device = [HOST_CLOCK] if inputs.device_type == "cuda" else []
     return [
+        *device,
         "a projection, not a measurement: the model below applied to what this comparison measured",
         f"per-device batch kept at {inputs.per_device_batch} (the global batch grows with the "
         "device count)",
@@ -44,6 +59,8 @@ def assumptions(inputs: Inputs) -> list[str]:
         "intra-node links (NVLink, PCIe) are projected only up to one node's devices",
         "efficiency = compute / projected step: 1.0 is throughput growing linearly from the "
         "measured per-device step",
+        "no stragglers: every device ends backward at the same moment (a measured all-reduce "
+        "also waits for the slowest process; the model has no term for it)",
     ]
 
 
@@ -79,7 +96,8 @@ def build(
         inputs = inputs_from_results(results)
     except NoInputs as exc:
         return {"status": "absent", "reason": str(exc)}
-    links, notes = resolve(link_names, _probed(probe), flag)
+    probed = _probed(probe)
+    links, notes = resolve(link_names, probed, flag)
     fsdp = inputs.sharded is not None
     return {
         "status": "projected",
@@ -93,4 +111,7 @@ def build(
         else "not projected: the comparison ran no fsdp",
         "dp": DP_ON_CPU if inputs.device_type == "cpu" else DP_ON_GPU,
         "notes": notes,
+        # the model where it can be held against the measurement: the measured world size over
+        # the probed link (None without a probe)
+        "check": None if probed is None else check_at_measured(inputs, probed),
     }

@@ -60,6 +60,13 @@ def projection_view(section: dict[str, Any] | None, plots: dict[str, str] | None
         f"{inputs['per_device_batch']} samples per device, {len(inputs['buckets'])} gradient "
         f"bucket(s). dp: {section['dp']}. fsdp: {section['fsdp']}."
     )
+    check = section.get("check")
+    if check and check.get("error") is not None:
+        lead += (
+            f" Held against the measurement: at {check['devices']} devices over the probed link "
+            f"the model gives {check['projected_step_ms']:.3g} ms per step, measured "
+            f"{check['measured_step_ms']:.3g} ms ({check['error']:+.0%})."
+        )
     plot = PLOT if (plots or {}).get("projection") == PLOT else None
     return {
         "title": TITLE,

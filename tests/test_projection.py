@@ -3,12 +3,16 @@ advise citing it and the options' refusals."""
 
 import json
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
+from torch.autograd import DeviceType
 
 from conftest import FIXTURES
 from dpwise.cli import main
 from dpwise.errors import DpwiseError
+from dpwise.measure import profile
+from dpwise.measure.buckets import step_buckets
 from dpwise.projection import links, model, section
 from dpwise.projection.links import PRESETS, Link, custom, link_from_probe
 from dpwise.projection.model import Bucket, Inputs, project_ddp, ring_all_reduce_ms
@@ -227,3 +231,30 @@ def test_fsdp_is_projected_with_no_overlap():
     assert p.exposed_ms == pytest.approx(1500.0 + 6 * 1.0)
     assert p.step_ms == pytest.approx(100.0 + 1506.0)
     assert model.project_fsdp(base, link(), 2) is None
+
+
+def _event(name, start, us, shapes):
+    return SimpleNamespace(
+        name=name,
+        device_type=DeviceType.CPU,
+        time_range=SimpleNamespace(start=start, end=start + us, elapsed_us=lambda: us),
+        input_shapes=shapes,
+    )
+
+
+def test_buckets_are_read_from_the_launches_inside_each_step():
+    # two steps launch 3 buckets (elements 10, 20, 30) at 10, 40, 50 µs and 110, 150, 160 µs;
+    # a third step where DDP rebuilt its buckets launches one: left out of the median
+    events = [_event(profile.STEP_MARK, s, 90, []) for s in (0, 100, 200)]
+    for start in ((10, 40, 50), (110, 150, 160), (210,)):
+        for t, elements in zip(start, (10, 20, 30), strict=False):
+            events += [
+                _event("c10d::allreduce_", t, 1, [[], []]),
+                _event("gloo:all_reduce", t + 1, 5, [[elements]]),
+            ]
+    windows = profile.step_windows(events, skip=0)
+    got = step_buckets(events, windows, element_size=4)
+    assert [b["bytes"] for b in got] == [40, 80, 120]
+    # ms before the last launch: medians of (40, 10, 0) µs and (50, 10, 0) µs
+    assert [b["ready_ms"] for b in got] == pytest.approx([0.045, 0.010, 0.0])
+    assert step_buckets([], [], 4) == []

@@ -29,11 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import netlab  # noqa: E402
 from dpwise.projection.inputs import inputs_from_results  # noqa: E402
 from dpwise.projection.links import link_from_probe  # noqa: E402
 from dpwise.projection.model import project_ddp  # noqa: E402
-
-import netlab  # noqa: E402
 
 PORT = 29400
 EPOCHS = {"simple": 3, "transformer": 6}  # the first is a warm-up; about 8+ timed seconds each

@@ -56,7 +56,14 @@ def test_measurements_are_real_numbers(default_report):
 
 def test_outputs_are_written(default_report):
     out, proc = default_report
-    for name in ("report.html", "report.md", "results.json", "throughput.png", "loss.png"):
+    for name in (
+        "report.html",
+        "report.md",
+        "results.json",
+        "throughput.png",
+        "loss.png",
+        "projection.png",
+    ):
         assert (out / name).is_file(), name
     for run in ("single", "dp", "ddp-1", "ddp-2"):
         trace = json.loads((out / "traces" / f"{run}.rank0.json").read_text())
@@ -78,6 +85,29 @@ def test_the_largest_ddp_run_probes_its_link_up_to_its_gradient_bytes(default_re
     assert runs["ddp-1"]["link_probe"] is None and runs["single"]["link_probe"] is None
     assert results["plots"]["link"] == "link.png" and (out / "link.png").is_file()
     assert "## Link probe" in (out / "report.md").read_text()
+
+
+def test_the_report_carries_the_scaling_projection(default_report):
+    out, proc = default_report
+    results = json.loads((out / "results.json").read_text())
+    projection = results["projection"]
+    assert projection["status"] == "projected"
+    ddp2 = results["runs"][-1]["communication"]
+    # the guide's model fits DDP's first bucket cap (1 MiB) plus the rest: one 2,070,568-byte
+    # bucket, as DDP's own logging data reports it; launched when backward ends
+    assert ddp2["buckets"] == [{"bytes": 517_642 * 4, "ready_ms": 0.0}]
+    assert projection["inputs"]["compute_ms"] == ddp2["step_ms_without_sync"]
+    assert [s["link"] for s in projection["series"]] == ["nvlink4", "ib-ndr", "eth-100g", "eth-10g"]
+    eth = projection["series"][-1]["ddp"]
+    assert [p["devices"] for p in eth] == [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    assert eth[0]["efficiency"] > eth[-1]["efficiency"] > 0
+    assert results["plots"]["projection"] == "projection.png"
+    md = (out / "report.md").read_text()
+    assert "Scaling projection (a projection, not a measurement)" in md
+    assert "flat ring" in md and "nccl-tests/issues/267" in md
+    assert "Scaling projection" in (out / "report.html").read_text()
+    printed = " ".join(proc.stdout.split())
+    assert "projection (a model, not a measurement" in printed and "eth-10g" in printed
 
 
 def test_markdown_gives_the_same_verdict(default_report):

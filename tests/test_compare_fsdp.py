@@ -204,3 +204,8 @@ def test_compare_with_fsdp_measures_the_memory_check_and_reports_both_peaks(tmp_
         for key in ("ddp_peak_bytes", "fsdp_peak_bytes"):
             assert f"{f[key] / MIB:.1f} MiB" in report, name
         assert FSDP_CLAIM in report and "FSDP / DDP peak per process" in report, name
+    # the projection adds fsdp's no-overlap bound beside ddp, and keeps no buckets for fsdp
+    projection = results["projection"]
+    assert projection["fsdp"].startswith("projected with no overlap")
+    assert all(s["fsdp"] for s in projection["series"])
+    assert "buckets" not in fsdp["communication"]

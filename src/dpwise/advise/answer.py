@@ -13,6 +13,7 @@ from dpwise.advise.from_results import from_results
 from dpwise.advise.request import AdviseRequest
 from dpwise.advise.rules import decide, situation
 from dpwise.errors import DpwiseError
+from dpwise.projection.cite import DEFAULT_DEVICES, cite
 from dpwise.workload import resolve_workload
 
 
@@ -140,8 +141,15 @@ def advise(req: AdviseRequest) -> dict[str, Any]:
     busiest = None if memory is None else {k: _busiest(v) for k, v in memory.items()}
     s = situation(facts, peaks, busiest, train_args(req, results, facts))
     rec = from_results(results, s) if results is not None else decide(s)
+    projected = None
+    if results is not None:
+        devices = req.devices or (gpus * nodes if req.gpus else DEFAULT_DEVICES)
+        sentences, points = cite(results.get("projection"), req.link, devices)
+        rec.reasons = [*rec.reasons, *sentences]
+        projected = {"devices": devices, "points": points}
     return {
         **rec.to_dict(),
+        "projection": projected,
         "measured": results is not None,
         "memory": memory,
         "model": None if mf is None else facts_dict(mf),

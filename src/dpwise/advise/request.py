@@ -11,6 +11,7 @@ from pathlib import Path
 
 from dpwise.config import TrainConfig, WorkloadSettings
 from dpwise.errors import DpwiseError
+from dpwise.projection.links import check_names
 from dpwise.settings import at_least, like, setting, validate
 
 SIZE_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
@@ -82,9 +83,30 @@ class AdviseRequest(WorkloadSettings):
         metavar="RESULTS_JSON",
         help="results.json of dpwise compare: measured numbers take precedence",
     )
+    link: str | None = setting(
+        None,
+        checks=[lambda flag, value: check_names(flag, None if value is None else (value,))],
+        metavar="LINK",
+        help="the link whose scaling projection --from cites: a preset (nvlink4, ib-ndr, "
+        "eth-100g, …), 'probe' or BANDWIDTH@LATENCY like 12.5GB/s@5us (default: the fastest and "
+        "the slowest link the comparison projected)",
+    )
+    devices: int | None = setting(
+        None,
+        type=int,
+        checks=[at_least(2)],
+        metavar="N",
+        help="the device count the cited projection is at (default: --gpus × --nodes when "
+        "--gpus is given, else 64)",
+    )
     seed: int = 0  # not a flag: the seed of the model built for its facts
 
     def __post_init__(self) -> None:
         validate(self)
         if self.model is not None and self.params is not None:
             raise DpwiseError("give --model or --params, not both")
+        if (self.link or self.devices) and self.from_results is None:
+            raise DpwiseError(
+                "--link and --devices choose what advise cites from a comparison's projection; "
+                "give --from RESULTS_JSON too"
+            )

@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w = p.add_argument_group("model size and training")
     add_settings(w, AdviseRequest, ("params", "batch_size", "precision", "optimizer", "momentum"))
     o = p.add_argument_group("measurements and output")
-    add_settings(o, AdviseRequest, ("from_results",))
+    add_settings(o, AdviseRequest, ("from_results", "link", "devices"))
     o.add_argument("--json", action="store_true", help="machine-readable answer")
 
 

@@ -67,11 +67,15 @@ RUNS = (
 )
 
 
+PROJECTION = ("project_links", "project_devices")
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of CompareConfig's settings (defaults and help live on its fields), in groups."""
     add_workload_args(p, CompareConfig)
     add_settings(p.add_argument_group("runs"), CompareConfig, RUNS)
     add_settings(p.add_argument_group("outputs"), CompareConfig, ("out", "quiet"))
+    add_settings(p.add_argument_group("projection"), CompareConfig, PROJECTION)
 
 
 def compare_config(args: argparse.Namespace) -> CompareConfig:

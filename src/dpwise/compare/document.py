@@ -39,6 +39,7 @@ class Results:
     plots: dict[str, str] | None = None  # {plot key: file}; None until the report is written
     timing: Json | None = None  # set once the report is written
     link_probe: Json | None = None  # the link between the largest ddp run's processes, and "run"
+    projection: Json | None = None  # dpwise.projection.section.build(); None: not projected
 
     def run(self, run_id: str) -> Run | None:
         return next((r for r in self.runs if r.id == run_id), None)
@@ -62,6 +63,8 @@ class Results:
             out["timing"] = self.timing
         if self.link_probe is not None:
             out["link_probe"] = self.link_probe
+        if self.projection is not None:
+            out["projection"] = self.projection
         return out
 
     @classmethod
@@ -96,4 +99,5 @@ class Results:
             ),
             timing=d.get("timing"),
             link_probe=part("link_probe") or None,
+            projection=part("projection") or None,
         )

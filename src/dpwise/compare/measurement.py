@@ -14,7 +14,7 @@ from dpwise.checkpoint import atomic_torch_save
 from dpwise.compare.matrix import RunSpec
 from dpwise.data import BatchSource, epoch_permutation
 from dpwise.engine import Loop
-from dpwise.measure import memory, profile
+from dpwise.measure import buckets, memory, profile
 from dpwise.measure.stats import summary
 from dpwise.plan import RunPlan
 from dpwise.strategies import traits
@@ -188,6 +188,9 @@ def _figures(spec: RunSpec, loop: Loop, events: list[Any], trace: Path) -> dict[
             **profile.collectives(events, windows, params[0].element_size()),
             "gradient_bytes": sum(p.numel() * p.element_size() for p in params if p.requires_grad),
         }
+        if spec.launched and not kind.shards_model:  # DDP's buckets as launched (for projection)
+            element_size = params[0].element_size()
+            out["communication"]["buckets"] = buckets.step_buckets(events, windows, element_size)
     elif kind.devices == VISIBLE and spec.device_type == "cuda":  # copies between the GPUs
         out["communication"] = {"collectives": profile.dp_ops(events, windows)}
     return out

@@ -21,6 +21,7 @@ from dpwise.compare.settings import CompareConfig
 from dpwise.compare.verdict import claims, recommend
 from dpwise.diagnosis import Layer, ModelProbe, probe_workload
 from dpwise.hardware import Hardware, gpu_names
+from dpwise.projection import section as projection
 from dpwise.strategies import one_process_many_devices, one_process_per_device, traits
 from dpwise.workload import BUILTINS, Workload, workload_for
 
@@ -155,7 +156,7 @@ def assemble(
     )
     outcomes = {check: check(ctx) for check in CHECKS}
     env = environment(hw, device_type, "nccl" if device_type == "cuda" else "gloo")
-    return Results(
+    results = Results(
         dpwise_version=__version__,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         command=command,
@@ -168,6 +169,9 @@ def assemble(
         claims=tuple(claims(runs, outcomes, env, dp_vs_ddp)),
         link_probe=link_probe(runs),
     )
+    # the probed link joins the links projected once a link probe is in the results
+    section = projection.build(results, cfg.project_links, cfg.project_devices, results.link_probe)
+    return replace(results, projection=section)
 
 
 def link_probe(runs: list[Run]) -> Json | None:

@@ -20,7 +20,13 @@ from dpwise.diagnosis import probe_workload
 from dpwise.hardware import Hardware
 from dpwise.outlock import first_missing, locked
 from dpwise.report.files import write_reports
-from dpwise.report.terminal import CompareProgress, checks_table, summary_table, verdict_lines
+from dpwise.report.terminal import (
+    CompareProgress,
+    checks_table,
+    projection_line,
+    summary_table,
+    verdict_lines,
+)
 from dpwise.workload import workload_for
 
 
@@ -80,5 +86,7 @@ def _print_summary(results: Results, html, cfg: CompareConfig) -> None:
     out.print(summary_table(results))
     out.print(checks_table(results))
     for line in verdict_lines(results):
+        out.print(line)
+    if (line := projection_line(results)) is not None:
         out.print(line)
     out.print(f"report: {html}  (also {cfg.out / 'report.md'}, {cfg.out / 'results.json'})")

@@ -9,6 +9,8 @@ from typing import Any
 from dpwise import strategies as registry
 from dpwise.config import TrainConfig, WorkloadSettings
 from dpwise.errors import DpwiseError
+from dpwise.projection.links import DEFAULT_LINKS, EXAMPLE, check_names
+from dpwise.projection.model import DEFAULT_DEVICES
 from dpwise.settings import at_least, finite, like, positive, setting, validate
 
 
@@ -47,6 +49,11 @@ def _warm_up_and_one(flag: str, value: int) -> None:
 def _positive_sizes(flag: str, value: tuple[int, ...] | None) -> None:
     if value is not None and min(value) < 1:
         raise DpwiseError(f"{flag} must be positive, got {value}")
+
+
+def _device_counts(flag: str, value: tuple[int, ...]) -> None:
+    if min(value) < 1 or max(value) > 2**20:
+        raise DpwiseError(f"{flag} {','.join(map(str, value))}: give device counts from 1 to 2**20")
 
 
 # Settings of compare's own that mean something else in a run: the report folder, the progress
@@ -108,6 +115,20 @@ class CompareConfig(WorkloadSettings):
         action="store_true",
         help="run ddp with find_unused_parameters (turned on by itself when the model probe sees "
         "parameters go unused; force it when a rarely skipped block escaped the probe)",
+    )
+
+    project_links: tuple[str, ...] = setting(
+        factory=lambda: DEFAULT_LINKS,
+        parse=_list,
+        checks=[check_names],
+        help=f"links the scaling projection uses, comma-separated: {EXAMPLE} (default: "
+        f"{','.join(DEFAULT_LINKS)})",
+    )
+    project_devices: tuple[int, ...] = setting(
+        factory=lambda: DEFAULT_DEVICES,
+        parse=_int_list,
+        checks=[_device_counts],
+        help="device counts the scaling projection reaches (default: 2,4,…,1024)",
     )
 
     @property

@@ -44,6 +44,8 @@ def _embedded_images(view: dict[str, Any], plot_dir: Path) -> dict[str, str]:
     names |= {p["file"] for p in view["extra_plots"]}
     if view["link"] is not None and view["link"]["plot"]:
         names.add(view["link"]["plot"])
+    if view["projection"] and view["projection"].get("plot"):
+        names.add(view["projection"]["plot"])
     root = plot_dir.resolve()
     images = {}
     for name in sorted(names):

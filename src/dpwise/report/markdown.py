@@ -79,6 +79,24 @@ def _extra_plots(view: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _projection(view: dict[str, Any]) -> list[str]:
+    p = view["projection"]
+    if p is None:
+        return []
+    lines = [f"## {p['title']}", ""]
+    if p["absent"]:
+        return [*lines, p["absent"], ""]
+    lines += [p["lead"], "", "Assumptions:", ""]
+    lines += [f"- {a}" for a in p["assumptions"]] + [""]
+    for table in p["tables"]:
+        lines += [f"**{table['caption']}**", "", *md_table(table["columns"], table["rows"]), ""]
+        lines += [f"_{table['note']}_", ""] if table["note"] else []
+    if p["plot"]:
+        lines += [f"![{p['plot_alt']}]({p['plot']})", ""]
+    lines += ["Links:", ""] + [f"- {text}" for text in p["links"] + p["notes"]]
+    return [*lines, ""]
+
+
 def _setup(view: dict[str, Any]) -> list[str]:
     lines = ["## Runs", "", *md_table(view["run_columns"], view["runs"]), ""]
     for title, key in (("Environment", "environment"), ("Workload", "workload")):
@@ -100,5 +118,5 @@ def render_markdown(results: Results) -> str:
     lines = [f"# {view['title']}", "", *_verdict(view), *_claims(view), *_checks_overview(view)]
     for check in view["checks"]:
         lines += _check(check)
-    lines += _link(view) + _extra_plots(view) + _setup(view) + _footer(view)
+    lines += _link(view) + _projection(view) + _extra_plots(view) + _setup(view) + _footer(view)
     return "\n".join(lines) + "\n"

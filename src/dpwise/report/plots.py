@@ -32,6 +32,7 @@ from dpwise.report.plotkit import (
     run_ticks,
     style_axes,
 )
+from dpwise.report.projection_plot import projection_figure
 from dpwise.strategies import reference
 
 MEMORY_TITLES = {
@@ -53,6 +54,10 @@ def write_plots(results: Results, out_dir: Path) -> dict[str, str]:
         name = f"{key}.png"
         atomic_write_bytes(out_dir / name, png_bytes(fig))
         written[key] = name
+    fig = projection_figure(results.projection)
+    if fig is not None:
+        atomic_write_bytes(out_dir / "projection.png", png_bytes(fig))
+        written["projection"] = "projection.png"
     return written
 
 

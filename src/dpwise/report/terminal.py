@@ -73,3 +73,23 @@ def checks_table(results: Results) -> Table:
 def verdict_lines(results: Results) -> list[str]:
     rec = results.recommendation
     return [f"[bold]{rec['headline']}[/]", *(f"  • {reason}" for reason in rec["reasons"])]
+
+
+def projection_line(results: Results, at: int = 64) -> str | None:
+    """One line: the projected ddp efficiency at ``at`` devices per link (the last device count
+    an intra-node link reaches)."""
+    section = results.projection
+    if not section:
+        return None
+    if section.get("status") != "projected":
+        return f"projection: none ({section.get('reason', '')})"
+    parts = []
+    for series in section.get("series", []):
+        points = [p for p in series.get("ddp", []) if p["devices"] <= at]
+        if points:
+            p = points[-1]
+            parts.append(f"{series['link']} {p['efficiency']:.0%} at {p['devices']}")
+    return (
+        "projection (a model, not a measurement; assumptions in the report): ddp efficiency "
+        + ", ".join(parts)
+    )

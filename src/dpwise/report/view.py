@@ -13,6 +13,7 @@ from dpwise.checks import CheckResult
 from dpwise.compare.document import Results
 from dpwise.compare.records import Run
 from dpwise.report.link_view import link_view
+from dpwise.report.projection_view import projection_view
 
 TITLE = "dpwise compare report"
 DASH = "—"
@@ -31,6 +32,7 @@ PLOT_DESCRIPTIONS = {
     "communication": "step time split into compute and exposed communication, in ms",
     "link": "busbw and algbw of the link probe by message size",
 }
+PROJECTION = "projection.png"  # shown in the projection section, not among "more plots"
 RUN_COLUMNS = ["run", "world size", "backend", "devices", "threads per process", "notes"]
 CLAIM_COLUMNS = ["claim", "source", "measured", "verdict", "why"]
 CLAIM_TONES = (  # (word in the verdict, tone), first match wins
@@ -183,7 +185,8 @@ def build_view(results: Results) -> dict[str, Any]:
         "claims": [_claim_view(c) for c in results.claims],
         "checks": checks,
         "link": link_view(results.link_probe, link_plot),
-        "extra_plots": _extra_plots(files, used),
+        "extra_plots": _extra_plots(files, used | {PROJECTION}),
+        "projection": projection_view(results.projection, results.plots),
         "run_columns": RUN_COLUMNS,
         "runs": [_run_row(run) for run in results.runs],
         "environment": key_values(results.environment),

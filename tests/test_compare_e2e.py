@@ -97,7 +97,8 @@ def test_the_report_carries_the_scaling_projection(default_report):
     # bucket, as DDP's own logging data reports it; launched when backward ends
     assert ddp2["buckets"] == [{"bytes": 517_642 * 4, "ready_ms": 0.0}]
     assert projection["inputs"]["compute_ms"] == ddp2["step_ms_without_sync"]
-    assert [s["link"] for s in projection["series"]] == ["nvlink4", "ib-ndr", "eth-100g", "eth-10g"]
+    links = [s["link"] for s in projection["series"]]
+    assert links == ["probe", "nvlink4", "ib-ndr", "eth-100g", "eth-10g"]  # the probed link first
     eth = projection["series"][-1]["ddp"]
     assert [p["devices"] for p in eth] == [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
     assert eth[0]["efficiency"] > eth[-1]["efficiency"] > 0

@@ -72,7 +72,7 @@ def multinode(net: netlab.NetPair, port: int) -> list[str]:
 
 
 def probe(net: netlab.NetPair, max_bytes: int, out: Path) -> dict:
-    args = dpwise("probe-link", "--max-bytes", str(max_bytes), "--out", str(out), "--quiet",
+    args = dpwise("probe-link", "--max-bytes", str(max_bytes), "--out", str(out),
                   *multinode(net, PORT))  # fmt: skip
     on_both(net, args)
     return json.loads(out.read_text())

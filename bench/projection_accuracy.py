@@ -13,7 +13,7 @@ A delay case runs where tc's netem exists (this project's machine has no netem: 
 Needs root (namespaces); every namespace, veth and qdisc is removed, also on failure or Ctrl-C.
 
 Run: .venv/bin/python bench/projection_accuracy.py [--workloads simple,transformer]
-     [--rates 50mbit,200mbit,1gbit] [--delay 2ms@200mbit]
+     [--rates 50mbit,100mbit,200mbit,1gbit] [--delay 2ms@200mbit]
 """
 
 from __future__ import annotations
@@ -98,8 +98,11 @@ def case(workload: str, results: dict, shape: dict, tmp: Path) -> dict:
     with netlab.NetPair(rate=shape.get("rate"), delay=shape.get("delay")) as net:
         found = probe(net, max(4 * inputs.gradient_bytes, 8 << 20), tmp / "probe.json")
         measured = measured_step_ms(net, workload, tmp / "train")
-    projected = project_ddp(inputs, link_from_probe(found), 2).step_ms
+    point = project_ddp(inputs, link_from_probe(found), 2)
+    projected = point.step_ms
     row = {"workload": workload, **shape, "projected_ms": projected, "measured_ms": measured,
+           "compute_ms": point.compute_ms, "exposed_ms": point.exposed_ms,
+           "probe_points": found["ops"]["all_reduce"]["points"][-4:],
            "error": projected / measured - 1, "busbw_bytes_per_s": large_busbw(found)}  # fmt: skip
     if shape.get("rate"):
         row["busbw_vs_rate"] = row["busbw_bytes_per_s"] * 8 / netlab._rate_bits(shape["rate"]) - 1
@@ -128,7 +131,7 @@ def show(row: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", default="simple,transformer")
-    parser.add_argument("--rates", default="50mbit,200mbit,1gbit")
+    parser.add_argument("--rates", default="50mbit,100mbit,200mbit,1gbit")
     parser.add_argument("--delay", default="2ms@200mbit", help="DELAY@RATE ('' for none)")
     parser.add_argument("--json", type=Path, help="write the rows here too")
     args = parser.parse_args()

@@ -112,3 +112,28 @@ def test_the_shaped_link_holds_its_rate():
     with netlab.NetPair(rate="50mbit") as net:
         qdisc = net.run("a", ["tc", "qdisc", "show", "dev", net.dev["a"]]).stdout
         assert "tbf" in qdisc and "50Mbit" in qdisc
+
+
+@needs_netns
+@pytest.mark.slow
+def test_probe_link_across_two_hosts_reads_the_shaped_rate(tmp_path):
+    rate_bits = 200e6
+    with netlab.NetPair(rate="200mbit") as net:
+        args = [sys.executable, "-m", "dpwise", "probe-link", "--nnodes", "2", "--nproc", "1",
+                "--rdzv-endpoint", f"{net.addr['a']}:{PORT}", "--max-bytes", "4MiB",
+                "--timeout", "60", "--out", str(tmp_path / "link.json")]  # fmt: skip
+        nodes = [
+            net.popen(side, args, env=child_env(), stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT, text=True)
+            for side in "ab"
+        ]  # fmt: skip
+        for node in nodes:
+            out = node.communicate(timeout=RUN_LIMIT_S)[0]
+            assert node.returncode == 0, out
+    probe = json.loads((tmp_path / "link.json").read_text())
+    largest = probe["ops"]["all_reduce"]["points"][-1]
+    assert probe["world_size"] == 2 and largest["bytes"] >= 4 << 20
+    # tbf lets nothing through faster than its rate beyond one bucket (4 ms of traffic)
+    assert largest["busbw_bytes_per_s"] * 8 <= rate_bits * 1.03
+    assert largest["busbw_bytes_per_s"] * 8 >= rate_bits * 0.5  # the link, not loopback
+    assert netlab.leftovers() == []

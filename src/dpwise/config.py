@@ -105,6 +105,20 @@ def _path(raw: Any, flag: str) -> Path:
     return Path(raw)
 
 
+# The settings that place a job's processes, on one node or several: every command that launches
+# workers (train, probe-link) offers them, in this order.
+PROCESSES = (
+    "nproc",
+    "device",
+    "backend",
+    "nnodes",
+    "node_rank",
+    "rdzv_endpoint",
+    "rdzv_backend",
+    "rdzv_id",
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig(WorkloadSettings):
     """One training run: workload, strategy, launch and hyper-parameters.

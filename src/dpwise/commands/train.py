@@ -7,7 +7,7 @@ from pathlib import Path
 
 from dpwise import strategies
 from dpwise.commands.common import add_workload_args
-from dpwise.config import TrainConfig
+from dpwise.config import PROCESSES, TrainConfig
 from dpwise.errors import DpwiseError
 from dpwise.settings import add_settings, from_args
 
@@ -30,14 +30,7 @@ parameters. fsdp's final.pt is the whole unsharded model, as single's.
 
 STRATEGY_AND_LAUNCH = (
     "strategy",
-    "nproc",
-    "device",
-    "backend",
-    "nnodes",
-    "node_rank",
-    "rdzv_endpoint",
-    "rdzv_backend",
-    "rdzv_id",
+    *PROCESSES,
     "max_restarts",
     "timeout",
     "threads",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpwise.config import TrainConfig
+from dpwise.config import PROCESSES, TrainConfig
 from dpwise.errors import DpwiseError
 from dpwise.link.fit import OPS
 from dpwise.settings import like, setting, validate
@@ -24,17 +24,7 @@ _UNITS = {
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 # the settings the probe shares with `dpwise train`: how its processes are launched
-LAUNCH = (
-    "nproc",
-    "device",
-    "backend",
-    "nnodes",
-    "node_rank",
-    "rdzv_endpoint",
-    "rdzv_backend",
-    "rdzv_id",
-    "timeout",
-)
+LAUNCH = (*PROCESSES, "timeout")
 MIN_PROBE_BYTES = 64  # three sizes at least: 8, 32 and 64 B
 MAX_PROBE_BYTES = 16 * 2**30  # a larger message is a typo more often than a plan
 

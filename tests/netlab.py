@@ -7,7 +7,7 @@ Each pair has names of its own (``dpwt<tag>a``/``b``) and the addresses it gives
 (10.77.0.1 and .2, visible only inside its namespaces). Deleting a namespace deletes its veth end
 and its qdisc, so leaving the ``with`` block (normally, on an exception, on Ctrl-C) or the
 interpreter (``atexit``) removes everything; SIGTERM is turned into SystemExit meanwhile so that
-happens on a kill too. ``sweep()`` removes pairs an earlier, SIGKILLed session left behind.
+happens on a kill too. ``sweep()`` removes pairs an earlier, SIGKILLed run left behind.
 
 Shaping uses tc's ``tbf`` (bandwidth); a delay needs ``netem``, which some kernels lack:
 ``NetPair.can_delay()`` says so, and a pair asked for a delay there raises Unavailable.
@@ -80,7 +80,7 @@ def leftovers() -> list[str]:
 
 
 def sweep() -> list[str]:
-    """Remove namespaces an earlier session of this harness left (its process was SIGKILLed)."""
+    """Remove namespaces an earlier run of this harness left (its process was SIGKILLed)."""
     stale = [
         line.split()[0]
         for line in _ip("netns", "list", check=False).stdout.splitlines()

@@ -9,7 +9,7 @@ import sys
 from dpwise import __version__
 from dpwise.errors import DpwiseError
 
-COMMANDS = ("train", "compare", "advise", "env", "lint", "probe-link")
+COMMANDS = ("train", "compare", "advise", "env", "lint", "migrate", "probe-link")
 
 
 class _Parser(argparse.ArgumentParser):

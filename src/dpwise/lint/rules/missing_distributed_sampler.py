@@ -37,7 +37,9 @@ subclasses, `WebDataset`, `streaming=True`), which shard themselves.
 The analysis is per file, with one exception: a loader built by a helper imported from a module
 beside the script (`from common import get_dataloader`, as in the guide's `ddp_train.py`) is
 followed into that module; when the helper builds a `DataLoader` without a sampler and never
-mentions ranks, samplers or shards, the call in the DDP script is reported. Helpers that cannot be
+mentions ranks, samplers or shards, the call in the DDP script is reported, unless its loader is
+handed straight to a function that re-shards it (named like `distributed_loader` or
+`shard_loader`: `_distributed_loader(get_dataloader(...))`, what `dpwise migrate` writes). Helpers that cannot be
 found are not guessed at.
 
 ## Why is this bad?
@@ -125,9 +127,12 @@ def _imported_loaders(ctx: FileContext) -> Iterator[Hit]:
     """`loader = get_dataloader(...)` where the helper lives in a sibling module."""
     if ctx.project is None:
         return
+    resharded = _resharded(ctx)
     for call in ctx.idx.all_calls():
         q = ctx.qual(call.func)
         if q is None or ctx.callee(call) is not None or "." not in q.lstrip("."):
+            continue
+        if id(call) in resharded:
             continue
         module, _, func = q.rpartition(".")
         found = ctx.project.loader_factory(ctx.path, module, func)
@@ -145,6 +150,21 @@ def _imported_loaders(ctx: FileContext) -> Iterator[Hit]:
             help=f"give `{func}` a `DistributedSampler` (pass the rank and world size, or the "
             "sampler), then call `sampler.set_epoch(epoch)` every epoch",
         )
+
+
+def _resharded(ctx: FileContext) -> set[int]:
+    """Loaders handed straight to a call that re-shards them (`_distributed_loader(get_loader())`,
+    `shard_loader(make_loader(...))`): the ids of those inner calls."""
+    found: set[int] = set()
+    for call in ctx.idx.all_calls():
+        name = (
+            N.last_name(call.func).lower()
+            if isinstance(call.func, ast.Name | ast.Attribute)
+            else ""
+        )
+        if ("distributed" in name or "shard" in name) and "loader" in name:
+            found.update(id(arg) for arg in call.args if isinstance(arg, ast.Call))
+    return found
 
 
 def _passes_sampler(call: ast.Call) -> bool:

@@ -1,0 +1,62 @@
+"""`dpwise migrate`: rewrite a single-process or DataParallel training script for torchrun."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+
+HELP = "rewrite a DataParallel / single-process training script into a DDP script for torchrun"
+DESCRIPTION = (
+    "Reads SCRIPT and rewrites it to run under `torchrun --nproc_per_node=N` with "
+    "DistributedDataParallel (and still run as one process without torchrun). Comments and "
+    "formatting outside the edits are kept. Each edit is listed with the lint rule whose pitfall "
+    "it avoids. The global batch is kept (per-process batch = batch // world_size); the learning "
+    "rate is never changed. Patterns it cannot handle safely (a custom sampler, an iterable "
+    "dataset, model parallel across devices, its own process spawning, an already distributed "
+    "script) are refused with their reasons, and nothing is written."
+)
+EPILOG = "example:\n  dpwise migrate train.py -o train_ddp.py\n  dpwise migrate train.py --diff"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("script", type=Path, help="the training script to migrate")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("-o", "--out", type=Path, help="write the migrated script here")
+    out.add_argument("--diff", action="store_true", help="print a unified diff of the changes")
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpwise.atomic import atomic_write_text
+    from dpwise.errors import DpwiseError
+    from dpwise.migrate import MigrationRefused, migrate_source
+    from dpwise.report.migrate_text import render_edits, render_refusal
+
+    try:
+        text = args.script.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DpwiseError(
+            f"cannot read {args.script}: {exc.strerror}; give a readable script"
+        ) from None
+    try:
+        result = migrate_source(text)
+    except MigrationRefused as refused:
+        print(render_refusal(str(args.script), refused.reasons), file=sys.stderr)
+        return 2
+    if args.diff:
+        name = str(args.script)
+        sys.stdout.writelines(
+            difflib.unified_diff(
+                text.splitlines(keepends=True),
+                result.code.splitlines(keepends=True),
+                fromfile=name,
+                tofile=f"{name} (migrated)",
+            )
+        )
+    elif args.out is not None:
+        atomic_write_text(args.out, result.code)
+    else:
+        sys.stdout.write(result.code)
+    print(render_edits(result.edits, args.out), file=sys.stderr if not args.out else sys.stdout)
+    return 0

@@ -1,0 +1,40 @@
+"""`dpwise migrate`: a single-process or DataParallel training script rewritten into one that runs
+under torchrun (one process per device, DistributedDataParallel) and still runs alone.
+
+    from dpwise.migrate import migrate_source
+    result = migrate_source(text)      # raises MigrationRefused(reasons) for unsafe patterns
+    result.code, result.edits          # the new text; each edit's `what` and lint `rule`
+
+LibCST keeps the script's comments and formatting outside the edits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dpwise.migrate.edits import Edit
+from dpwise.migrate.refusal import MigrationRefused
+
+
+@dataclass(frozen=True)
+class Migration:
+    code: str
+    edits: list[Edit]
+
+
+def migrate_source(text: str) -> Migration:
+    import libcst as cst
+
+    from dpwise.errors import DpwiseError
+    from dpwise.migrate.edits import apply
+    from dpwise.migrate.plan import plan
+
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        raise DpwiseError(f"cannot parse the script: {str(exc).splitlines()[0]}") from None
+    edits = plan(module)
+    return Migration(apply(module, edits).code, edits)
+
+
+__all__ = ["Edit", "Migration", "MigrationRefused", "migrate_source"]

@@ -1,0 +1,74 @@
+"""An edit: what it changes, the lint rule whose pitfall it avoids, and its transformation of one
+node of the original LibCST module. All edits of a migration are applied in one pass."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+Rewrite = Callable[[cst.CSTNode], cst.CSTNode]
+
+
+@dataclass(frozen=True)
+class Edit:
+    """`rewrite` replaces the target node; `before` / `after` are statements inserted around a
+    target statement (or, for the module, after its imports: see `apply`)."""
+
+    what: str
+    rule: str
+    target: cst.CSTNode
+    rewrite: Rewrite | None = None
+    before: Sequence[cst.BaseStatement] = field(default_factory=tuple)
+    after: Sequence[cst.BaseStatement] = field(default_factory=tuple)
+
+
+def statements(code: str) -> list[cst.BaseStatement]:
+    """The statements of `code`; comment and blank lines before the first stay with it."""
+    module = cst.parse_module(code)
+    body = list(module.body)
+    if body and module.header:
+        body[0] = body[0].with_changes(leading_lines=[*module.header, *body[0].leading_lines])
+    return body
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, edits: Sequence[Edit]) -> None:
+        self._by_target: dict[int, list[Edit]] = {}
+        for edit in edits:
+            self._by_target.setdefault(id(edit.target), []).append(edit)
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+        edits = self._by_target.get(id(original_node))
+        if not edits:
+            return updated_node
+        node = updated_node
+        for edit in edits:
+            if edit.rewrite is not None:
+                node = edit.rewrite(node)
+        before = [s for e in edits for s in e.before]
+        after = [s for e in edits for s in e.after]
+        if isinstance(node, cst.Module):
+            return _after_imports(node, original_node, after)
+        return cst.FlattenSentinel([*before, node, *after]) if before or after else node
+
+
+def _after_imports(module: cst.Module, original: cst.Module, block: list) -> cst.Module:
+    """`block` inserted after the module's last top-level import line (at the top if none)."""
+    imports = [
+        i
+        for i, s in enumerate(original.body)
+        if isinstance(s, cst.SimpleStatementLine)
+        and all(isinstance(x, cst.Import | cst.ImportFrom) for x in s.body)
+    ]
+    at = imports[-1] + 1 if imports else 0
+    body = list(module.body)
+    if at < len(body) and block:  # two blank lines between the inserted functions and the rest
+        blank = [cst.EmptyLine()] * max(0, 2 - len(body[at].leading_lines))
+        body[at] = body[at].with_changes(leading_lines=[*blank, *body[at].leading_lines])
+    return module.with_changes(body=[*body[:at], *block, *body[at:]])
+
+
+def apply(module: cst.Module, edits: Sequence[Edit]) -> cst.Module:
+    return module.visit(_Apply(edits))

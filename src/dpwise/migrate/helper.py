@@ -1,0 +1,97 @@
+"""The block a migration inserts once after the script's imports: process-group set-up under
+torchrun, one process otherwise, and the loader that gives each process its share."""
+
+from __future__ import annotations
+
+# Names the inserted code binds at module level; a script already defining one is refused.
+NAMES = (
+    "_dist_setup",
+    "_distributed_loader",
+    "_per_process_batch",
+    "_rank",
+    "_world_size",
+    "is_main_process",
+)
+
+BLOCK = '''
+# --- added by `dpwise migrate`: one process per device under torchrun, one process otherwise ---
+import os
+
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader as _DataLoader
+from torch.utils.data import RandomSampler as _RandomSampler
+from torch.utils.data.distributed import DistributedSampler
+
+
+def _dist_setup():
+    """(rank, world_size, local_rank, device). Under torchrun (RANK and WORLD_SIZE set) this
+    process joins the process group (nccl on CUDA, gloo on CPU) and takes GPU LOCAL_RANK;
+    otherwise it trains alone, as the original script did."""
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return 0, 1, 0, device
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group(backend="nccl")
+        device = torch.device("cuda", local_rank)
+    else:
+        dist.init_process_group(backend="gloo")
+        device = torch.device("cpu")
+    return dist.get_rank(), dist.get_world_size(), local_rank, device
+
+
+def is_main_process():
+    """True in the one process that prints and writes files (rank 0, or the only process)."""
+    return not dist.is_initialized() or dist.get_rank() == 0
+
+
+def _rank():
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _world_size():
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def _per_process_batch(global_batch):
+    """global_batch // world_size: the global batch stays what the script says (said once)."""
+    world_size = _world_size()
+    if global_batch % world_size:
+        raise SystemExit(
+            f"global batch {global_batch} does not split evenly across {world_size} processes; "
+            f"use a multiple of {world_size}"
+        )
+    if world_size > 1 and _rank() == 0:
+        print(
+            f"global batch {global_batch} kept: {global_batch // world_size} per process "
+            f"x {world_size} processes (learning rate unchanged)"
+        )
+    return global_batch // world_size
+
+
+def _distributed_loader(loader):
+    """The same loader with each process drawing its own share of every global batch: a
+    DistributedSampler (shuffled if the original was) and a per-process batch of
+    global batch // world_size."""
+    if _world_size() == 1:
+        return loader
+    sampler = DistributedSampler(
+        loader.dataset,
+        num_replicas=_world_size(),
+        rank=_rank(),
+        shuffle=isinstance(loader.sampler, _RandomSampler),
+        drop_last=loader.drop_last,
+    )
+    return _DataLoader(
+        loader.dataset,
+        batch_size=_per_process_batch(loader.batch_size),
+        shuffle=False,
+        sampler=sampler,
+        num_workers=loader.num_workers,
+        collate_fn=loader.collate_fn,
+        pin_memory=loader.pin_memory,
+        drop_last=loader.drop_last,
+    )
+'''

@@ -1,0 +1,21 @@
+"""Text for `dpwise migrate`: the list of edits with their lint rules, and a refusal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from dpwise.migrate.edits import Edit
+
+
+def render_edits(edits: Sequence[Edit], out: Path | None) -> str:
+    width = max(len(e.rule) for e in edits)
+    lines = [f"{len(edits)} edits" + (f", written to {out}" if out else "") + ":"]
+    lines += [f"  {e.rule:<{width}}  {e.what}" for e in edits]
+    lines.append("run it with: torchrun --nproc_per_node=N " + (str(out) if out else "SCRIPT"))
+    return "\n".join(lines)
+
+
+def render_refusal(script: str, reasons: Sequence[str]) -> str:
+    """One line per reason; nothing is written when a script is refused."""
+    return "\n".join(f"{script}: not migrated: {reason}" for reason in reasons)

@@ -39,8 +39,8 @@ beside the script (`from common import get_dataloader`, as in the guide's `ddp_t
 followed into that module; when the helper builds a `DataLoader` without a sampler and never
 mentions ranks, samplers or shards, the call in the DDP script is reported, unless its loader is
 handed straight to a function that re-shards it (named like `distributed_loader` or
-`shard_loader`: `_distributed_loader(get_dataloader(...))`, what `dpwise migrate` writes). Helpers that cannot be
-found are not guessed at.
+`shard_loader`: `_distributed_loader(get_dataloader(...))`, what `dpwise migrate` writes).
+Helpers that cannot be found are not guessed at.
 
 ## Why is this bad?
 Without a `DistributedSampler` every process iterates over the whole data set. With the same seed

@@ -164,3 +164,28 @@ def test_migrated_script_trains_the_same_model_alone_and_under_torchrun(tmp_path
     assert done.stdout.count("epoch 1 ") == 1  # printed by rank 0 only
     assert set(load_state(alone)) == {"0.weight", "0.bias", "2.weight", "2.bias"}
     assert max_abs_diff(load_state(alone), load_state(two)) < 1e-5
+
+
+@pytest.mark.slow
+def test_verify_proves_the_guide_script_trains_the_same_model(tmp_path):
+    out = tmp_path / "dp_train_ddp.py"
+    done = run_cli("migrate", str(HERE / "dp_train.py"), "-o", str(out), "--verify")
+    assert done.returncode == 0, done.stderr
+    verdict = done.stdout.strip().splitlines()[-1]
+    assert verdict.startswith("verify: same model: after 4 steps")
+    assert "(tolerance 1e-05)" in verdict
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dp_train_ddp.py"]  # nothing else left
+
+
+@pytest.mark.slow
+def test_verify_catches_a_migration_that_doubles_the_global_batch():
+    from dpwise.migrate.verify import verify
+
+    original = HERE / "dp_train.py"
+    code = migrate_source(original.read_text()).code
+    # every process takes the whole global batch from its half of the data: global batch x 2
+    broken = code.replace("_per_process_batch(loader.batch_size)", "loader.batch_size")
+    assert broken != code
+    verdict = verify(original, broken, steps=2)
+    assert verdict.moved > 1e-4
+    assert not verdict.same and verdict.max_abs_diff > 1e-5

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import shlex
 import sys
 from pathlib import Path
 
@@ -25,6 +26,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("-o", "--out", type=Path, help="write the migrated script here")
     out.add_argument("--diff", action="store_true", help="print a unified diff of the changes")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="train the original and the migrated script for --verify-steps optimizer steps "
+        "under torchrun (2 processes, gloo, CPU, fixed seed and data order) and compare the final "
+        "parameters (equal within 1e-5)",
+    )
+    p.add_argument("--verify-steps", type=int, default=4, help="steps per run (default: 4)")
+    p.add_argument(
+        "--script-args",
+        default="",
+        metavar="'ARGS'",
+        help="the script's own arguments when --verify runs it, as one shell-quoted string "
+        "(--script-args='--epochs 1 out.pt')",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,4 +75,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(result.code)
     print(render_edits(result.edits, args.out), file=sys.stderr if not args.out else sys.stdout)
-    return 0
+    if not args.verify:
+        return 0
+    from dpwise.migrate.verify import verify
+    from dpwise.report.migrate_text import render_verdict
+
+    script_args = shlex.split(args.script_args)
+    verdict = verify(args.script, result.code, script_args, steps=args.verify_steps)
+    print(render_verdict(verdict), file=sys.stderr if not args.out else sys.stdout)
+    return 0 if verdict.same else 1

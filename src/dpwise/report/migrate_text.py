@@ -19,3 +19,16 @@ def render_edits(edits: Sequence[Edit], out: Path | None) -> str:
 def render_refusal(script: str, reasons: Sequence[str]) -> str:
     """One line per reason; nothing is written when a script is refused."""
     return "\n".join(f"{script}: not migrated: {reason}" for reason in reasons)
+
+
+def render_verdict(verdict) -> str:  # type: ignore[no-untyped-def]
+    """One line: the two runs' largest parameter difference against the tolerance."""
+    from dpwise.migrate.verify import TOLERANCE
+
+    word = "same model" if verdict.same else "DIFFERENT models"
+    return (
+        f"verify: {word}: after {verdict.steps} steps the original (1 process per launch) and "
+        f"the migrated script ({verdict.nproc} processes, gloo) differ by at most "
+        f"{verdict.max_abs_diff:.2e} (tolerance {TOLERANCE:.0e}); training moved a parameter "
+        f"by up to {verdict.moved:.2e}"
+    )

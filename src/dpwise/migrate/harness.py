@@ -1,0 +1,114 @@
+"""Runs a training script, unedited, for `dpwise migrate --verify`: `python -m
+dpwise.migrate.harness SCRIPT [ARGS]`, one process or under torchrun.
+
+What it fixes, from the environment (the script is never changed):
+- DPWISE_VERIFY_SEED: `torch.manual_seed` before the script runs;
+- a shuffling `RandomSampler` visits the order `DistributedSampler(seed=0)` gives in the same
+  epoch (`randperm(n)` seeded with the epoch), so the original's batches are the migrated
+  script's global batches;
+- DPWISE_VERIFY_STEPS: after that many optimizer steps the run stops; rank 0 saves the
+  optimizer's parameters before the first step and after the last, in order, to
+  DPWISE_VERIFY_OUT (names are not needed: a wrapper does not change the order);
+- DPWISE_VERIFY_PATH: the folder the original script lives in (for its sibling imports);
+- on a machine without CUDA, `cuda` placements run on the CPU (`.cuda()`, `.to(0)`,
+  `device_count() == 1`) so that a GPU script can be checked here.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+
+import torch
+
+
+class _Done(BaseException):
+    """Raised from the optimizer hook to end the script after the last counted step."""
+
+
+def _fixed_order() -> None:
+    from torch.utils.data import RandomSampler
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        epoch = getattr(self, "_verify_epoch", 0)
+        self._verify_epoch = epoch + 1
+        generator = torch.Generator()
+        generator.manual_seed(epoch)
+        yield from torch.randperm(len(self.data_source), generator=generator).tolist()
+
+    RandomSampler.__iter__ = __iter__  # type: ignore[method-assign]
+
+
+def _params(optimizer) -> list[torch.Tensor]:  # type: ignore[no-untyped-def]
+    return [p.detach().cpu().clone() for g in optimizer.param_groups for p in g["params"]]
+
+
+def _stop_after(steps: int, out: str) -> None:
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    done: list[int] = []
+    initial: list[list[torch.Tensor]] = []
+
+    def before(optimizer, args, kwargs):  # type: ignore[no-untyped-def]
+        if not initial:
+            initial.append(_params(optimizer))
+
+    def after(optimizer, args, kwargs):  # type: ignore[no-untyped-def]
+        done.append(1)
+        if len(done) < steps:
+            return
+        if int(os.environ.get("RANK", "0")) == 0:
+            torch.save({"initial": initial[0], "final": _params(optimizer)}, out)
+        raise _Done
+
+    register_optimizer_step_pre_hook(before)
+    register_optimizer_step_post_hook(after)
+
+
+def _cpu(value):  # type: ignore[no-untyped-def]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "cpu"
+    if isinstance(value, str) and value.startswith("cuda"):
+        return "cpu"
+    if isinstance(value, torch.device) and value.type == "cuda":
+        return torch.device("cpu")
+    return value
+
+
+def _cpu_stand_in() -> None:
+    if torch.cuda.is_available():
+        return
+    torch.cuda.device_count = lambda: 1  # type: ignore[assignment]
+    for cls in (torch.Tensor, torch.nn.Module):
+        to = cls.to
+
+        def moved(self, *args, _to=to, **kwargs):  # type: ignore[no-untyped-def]
+            if "device" in kwargs:
+                kwargs["device"] = _cpu(kwargs["device"])
+            return _to(self, *[_cpu(a) for a in args], **kwargs)
+
+        cls.to = moved  # type: ignore[method-assign]
+        cls.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
+
+
+def main(argv: list[str]) -> int:
+    script = argv[0]
+    sys.path.insert(0, os.environ.get("DPWISE_VERIFY_PATH") or os.path.dirname(script))
+    torch.manual_seed(int(os.environ.get("DPWISE_VERIFY_SEED", "0")))
+    _fixed_order()
+    _stop_after(int(os.environ["DPWISE_VERIFY_STEPS"]), os.environ["DPWISE_VERIFY_OUT"])
+    _cpu_stand_in()
+    sys.argv = list(argv)
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except _Done:
+        return 0
+    raise SystemExit(f"{script} ended before {os.environ['DPWISE_VERIFY_STEPS']} steps")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

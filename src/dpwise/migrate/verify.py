@@ -1,0 +1,105 @@
+"""`dpwise migrate --verify`: the original and the migrated script trained for a few steps under
+torchrun (2 processes, gloo on the CPU) through `dpwise.migrate.harness`, and their final
+parameters compared."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpwise.errors import DpwiseError
+
+TOLERANCE = 1e-5
+
+
+@dataclass(frozen=True)
+class Verdict:
+    steps: int
+    nproc: int
+    max_abs_diff: float  # between the two runs' final parameters
+    moved: float  # the largest change of a parameter in the original run: training happened
+
+    @property
+    def same(self) -> bool:
+        return self.max_abs_diff <= TOLERANCE
+
+
+def _launch(
+    script: Path, args: list[str], home: Path, out: Path, steps: int, nproc: int, timeout: float
+) -> None:
+    """One torchrun launch of `script`, run in the folder of `out` (so that what the script
+    writes stays out of the user's folder), importing its siblings from `home`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(
+        DPWISE_VERIFY_STEPS=str(steps),
+        DPWISE_VERIFY_OUT=str(out),
+        DPWISE_VERIFY_PATH=str(home),
+        PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")]),
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "dpwise.migrate.harness",
+        str(script),
+        *args,
+    ]
+    done = subprocess.run(
+        command,
+        env=env,
+        cwd=out.parent,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if done.returncode != 0 or not out.exists():
+        why = _cause(done.stderr)
+        raise DpwiseError(f"{script.name} failed under torchrun ({why}); run it by hand to see why")
+
+
+def _cause(stderr: str) -> str:
+    """The exception line of a worker's traceback, or the last line that says something."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip().strip("=")]
+    lines = [line for line in lines if not line.startswith("torch.distributed.elastic")]
+    errors = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b", line)]
+    return (errors or lines or ["no output"])[-1]
+
+
+def verify(
+    original: Path,
+    migrated_code: str,
+    args: list[str] | None = None,
+    steps: int = 4,
+    nproc: int = 2,
+    timeout: float = 600,
+) -> Verdict:
+    import torch
+
+    home = original.resolve().parent
+    with tempfile.TemporaryDirectory(prefix="dpwise-verify-") as tmp:
+        folder = Path(tmp)
+        migrated = folder / original.name
+        migrated.write_text(migrated_code, encoding="utf-8")
+        runs = {}
+        for name, script in (("original", original.resolve()), ("migrated", migrated)):
+            (folder / name).mkdir()
+            out = folder / name / "verify-params.pt"
+            _launch(script, list(args or []), home, out, steps, nproc, timeout)
+            runs[name] = torch.load(out, weights_only=True)
+    a, b = runs["original"]["final"], runs["migrated"]["final"]
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b, strict=False)):
+        raise DpwiseError("the two scripts train different parameters; nothing to compare")
+    diff = max((x - y).abs().max().item() for x, y in zip(a, b, strict=True))
+    moved = max(
+        (x - y).abs().max().item() for x, y in zip(a, runs["original"]["initial"], strict=True)
+    )
+    return Verdict(steps=steps, nproc=nproc, max_abs_diff=diff, moved=moved)

@@ -44,11 +44,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpwise.atomic import atomic_write_text
     from dpwise.errors import DpwiseError
     from dpwise.migrate import MigrationRefused, migrate_source
     from dpwise.report.migrate_text import render_edits, render_refusal
 
+    if args.verify_steps < 1:
+        raise DpwiseError(f"--verify-steps {args.verify_steps}: give at least 1")
     try:
         text = args.script.read_text(encoding="utf-8")
     except OSError as exc:
@@ -60,20 +61,7 @@ def run(args: argparse.Namespace) -> int:
     except MigrationRefused as refused:
         print(render_refusal(str(args.script), refused.reasons), file=sys.stderr)
         return 2
-    if args.diff:
-        name = str(args.script)
-        sys.stdout.writelines(
-            difflib.unified_diff(
-                text.splitlines(keepends=True),
-                result.code.splitlines(keepends=True),
-                fromfile=name,
-                tofile=f"{name} (migrated)",
-            )
-        )
-    elif args.out is not None:
-        atomic_write_text(args.out, result.code)
-    else:
-        sys.stdout.write(result.code)
+    _emit(args, text, result.code)
     print(render_edits(result.edits, args.out), file=sys.stderr if not args.out else sys.stdout)
     if not args.verify:
         return 0
@@ -84,3 +72,23 @@ def run(args: argparse.Namespace) -> int:
     verdict = verify(args.script, result.code, script_args, steps=args.verify_steps)
     print(render_verdict(verdict), file=sys.stderr if not args.out else sys.stdout)
     return 0 if verdict.same else 1
+
+
+def _emit(args: argparse.Namespace, text: str, code: str) -> None:
+    """The migrated script: a diff, a file written atomically (-o), or the text on stdout."""
+    from dpwise.atomic import atomic_write_text
+
+    if args.diff:
+        name = str(args.script)
+        sys.stdout.writelines(
+            difflib.unified_diff(
+                text.splitlines(keepends=True),
+                code.splitlines(keepends=True),
+                fromfile=name,
+                tofile=f"{name} (migrated)",
+            )
+        )
+    elif args.out is not None:
+        atomic_write_text(args.out, code)
+    else:
+        sys.stdout.write(code)

@@ -189,3 +189,22 @@ def test_verify_catches_a_migration_that_doubles_the_global_batch():
     verdict = verify(original, broken, steps=2)
     assert verdict.moved > 1e-4
     assert not verdict.same and verdict.max_abs_diff > 1e-5
+
+
+def test_single_process_script_gets_ddp_and_its_logging_is_guarded(tmp_path):
+    out, rules = migrated(tmp_path, "flat_single.py")
+    assert warnings(out) == []
+    lines = out.read_text().splitlines()
+    wrap = lines.index("model = nn.Linear(8, 2).to(device)") + 1
+    assert lines[wrap].startswith("model = DistributedDataParallel(model, ")
+    assert lines[wrap].endswith(" if dist.is_initialized() else model")
+    logged = lines.index('        logger.info("epoch %d", epoch)')
+    assert lines[logged - 1] == "    if is_main_process():"
+    assert rules.count("unguarded-rank-side-effect") == 2 and "wrapped-state-dict" in rules
+
+
+@pytest.mark.slow
+def test_verify_single_process_script(tmp_path):
+    done = run_cli("migrate", str(HERE / "flat_single.py"), "--verify", "--script-args", "final.pt")
+    assert done.returncode == 0, done.stderr
+    assert "verify: same model: after 4 steps" in done.stderr

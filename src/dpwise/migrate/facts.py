@@ -36,6 +36,8 @@ class Facts:
 
     data_parallel: list[tuple[cst.SimpleStatementLine, cst.Call, str]] = field(default_factory=list)
     placements: list[cst.Call] = field(default_factory=list)  # `.to(...)` / `.cuda(...)`
+    # `model = Net().cuda()`: a module built and placed, outside any loop (no DataParallel)
+    placed_models: list[tuple[cst.SimpleStatementLine, str]] = field(default_factory=list)
     loaders: list[tuple[cst.SimpleStatementLine, str]] = field(default_factory=list)
     dataloader_calls: list[cst.Call] = field(default_factory=list)  # `DataLoader(...)` here
     loops: list[cst.For] = field(default_factory=list)
@@ -55,6 +57,7 @@ class _Reader(cst.CSTVisitor):
         self.facts = Facts()
         self._stack: list[cst.CSTNode] = []
         self._statement: cst.SimpleStatementLine | None = None
+        self._loops = 0
 
     def _line(self, node: cst.CSTNode) -> int:
         return self.get_metadata(cst.metadata.PositionProvider, node).start.line
@@ -92,6 +95,10 @@ class _Reader(cst.CSTVisitor):
 
     def visit_For(self, node: cst.For) -> None:
         self.facts.loops.append(node)
+        self._loops += 1
+
+    def leave_For(self, node: cst.For) -> None:
+        self._loops -= 1
 
     def visit_Call(self, node: cst.Call) -> None:
         name = dotted(node.func)
@@ -137,6 +144,11 @@ class _Reader(cst.CSTVisitor):
         if not isinstance(node.func, cst.Attribute) or tail not in ("to", "cuda"):
             return
         self.facts.placements.append(node)
+        stmt = self._statement
+        first = stmt.body[0] if stmt is not None else None
+        built = isinstance(node.func.value, cst.Call) and not self._loops
+        if built and isinstance(first, cst.Assign) and first.value is node and _assigned_name(stmt):
+            self.facts.placed_models.append((stmt, _assigned_name(stmt)))
         for arg in node.args:
             if isinstance(arg.value, cst.SimpleString):
                 found = _DEVICE.fullmatch(str(arg.value.evaluated_value))

@@ -31,10 +31,13 @@ def plan(module: cst.Module) -> list[Edit]:
     if refusals:
         raise MigrationRefused(refusals)
     wrapped = {name for _, _, name in facts.data_parallel if name}
+    if not facts.data_parallel:
+        wrapped = {name for _, name in facts.placed_models[:1]}
     return [
         *_setup(module, block),
         *_placements(facts),
         *_wraps(facts),
+        *_wrap_single(facts),
         *loader_edits(facts),
         *set_epoch_edits(facts),
         *_guards(facts),
@@ -46,8 +49,8 @@ def plan(module: cst.Module) -> list[Edit]:
 def _scope_block(module: cst.Module, facts: Facts):  # type: ignore[no-untyped-def]
     """The block (module or indented body) holding the DataParallel wrap, or the first placement."""
     anchors = [stmt for stmt, _, _ in facts.data_parallel]
-    if not anchors and facts.placements:
-        anchors = [s for s, _ in facts.loaders]
+    if not anchors:
+        anchors = [stmt for stmt, _ in facts.placed_models[:1]]
     found = []
 
     class _Blocks(cst.CSTVisitor):
@@ -191,6 +194,26 @@ def _state_dicts(facts: Facts, wrapped: set[str]) -> list[Edit]:
             )
         )
     return edits
+
+
+def _wrap_single(facts: Facts) -> list[Edit]:
+    """A single-process script: its model wrapped in DDP after it is placed, under torchrun."""
+    if facts.data_parallel:
+        return []
+    stmt, name = facts.placed_models[0]
+    line = (
+        f'{name} = DistributedDataParallel({name}, device_ids=[local_rank] if device.type == "cuda"'
+        f" else None) if dist.is_initialized() else {name}\n"
+    )
+    return [
+        Edit(
+            f"`{name}` wrapped in `DistributedDataParallel` under torchrun (gradients averaged "
+            "across processes); the plain model in one process",
+            "ddp-before-init-process-group",
+            stmt,
+            after=statements(line),
+        )
+    ]
 
 
 def _teardown(block) -> Edit:  # type: ignore[no-untyped-def]

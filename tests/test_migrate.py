@@ -7,6 +7,7 @@ import ast
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,21 @@ def test_verify_single_process_script(tmp_path):
     done = run_cli("migrate", str(HERE / "flat_single.py"), "--verify", "--script-args", "final.pt")
     assert done.returncode == 0, done.stderr
     assert "verify: same model: after 4 steps" in done.stderr
+
+
+def test_the_scripts_own_device_gives_way_to_the_process_device():
+    script = textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        def main():
+            device = torch.device("cuda:0")  # the user choice
+            model = nn.DataParallel(nn.Linear(2, 2).to(device))
+            for epoch in range(1):
+                pass
+
+        main()
+        """)
+    lines = migrate_source(script).code.splitlines()
+    mine = lines.index('    device = torch.device("cuda:0")  # the user choice')
+    assert lines[mine + 1] == "    rank, world_size, local_rank, device = _dist_setup()"

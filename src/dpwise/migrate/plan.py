@@ -14,6 +14,7 @@ from dpwise.migrate.refusal import MigrationRefused
 
 SETUP = "rank, world_size, local_rank, device = _dist_setup()\n"
 _DEVICE_WORDS = ("device_ids", "cuda", "gpu")
+_BOUND = ("rank", "world_size", "local_rank", "device")  # what SETUP binds
 
 
 def plan(module: cst.Module) -> list[Edit]:
@@ -75,6 +76,18 @@ def _setup(module: cst.Module, block) -> list[Edit]:  # type: ignore[no-untyped-
             after=statements(code),
         )
     ]
+    own = [s for s in block.body if _assigns(s, _BOUND)]
+    if own:  # `device = torch.device("cuda")`: this process's device must win
+        edits.append(
+            Edit(
+                "calls `_dist_setup()` after the script's own `device = ...` (each process "
+                "takes its own device), before the model is wrapped",
+                "ddp-before-init-process-group",
+                own[-1],
+                after=statements(SETUP),
+            )
+        )
+        return edits
     first = next(
         s for s in block.body if not (isinstance(s, cst.SimpleStatementLine) and _is_import(s))
     )
@@ -87,6 +100,14 @@ def _setup(module: cst.Module, block) -> list[Edit]:  # type: ignore[no-untyped-
         )
     )
     return edits
+
+
+def _assigns(stmt: cst.BaseStatement, names: tuple[str, ...]) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine) or not isinstance(stmt.body[0], cst.Assign):
+        return False
+    return any(
+        isinstance(t.target, cst.Name) and t.target.value in names for t in stmt.body[0].targets
+    )
 
 
 def _is_import(stmt: cst.SimpleStatementLine) -> bool:

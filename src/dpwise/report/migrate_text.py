@@ -27,7 +27,7 @@ def render_verdict(verdict) -> str:  # type: ignore[no-untyped-def]
 
     word = "same model" if verdict.same else "DIFFERENT models"
     return (
-        f"verify: {word}: after {verdict.steps} steps the original (1 process per launch) and "
+        f"verify: {word}: after {verdict.steps} steps the original (each process alone) and "
         f"the migrated script ({verdict.nproc} processes, gloo) differ by at most "
         f"{verdict.max_abs_diff:.2e} (tolerance {TOLERANCE:.0e}); training moved a parameter "
         f"by up to {verdict.moved:.2e}"

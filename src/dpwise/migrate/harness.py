@@ -16,6 +16,7 @@ What it fixes, from the environment (the script is never changed):
 
 from __future__ import annotations
 
+import gc
 import os
 import runpy
 import sys
@@ -95,6 +96,24 @@ def _cpu_stand_in() -> None:
         cls.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
 
 
+def _leave_group() -> None:
+    """A migrated script stopped mid-training leaves its process group in step with the others
+    (a worker that exits with the group still open can abort in gloo's teardown)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.barrier()
+    gc.collect()
+    for obj in gc.get_objects():  # as the migration's `_dist_teardown`: reducers go first
+        if isinstance(obj, DistributedDataParallel):
+            obj.reducer = None
+            obj.logger = None
+    dist.destroy_process_group()
+
+
 def main(argv: list[str]) -> int:
     script = argv[0]
     sys.path.insert(0, os.environ.get("DPWISE_VERIFY_PATH") or os.path.dirname(script))
@@ -106,6 +125,7 @@ def main(argv: list[str]) -> int:
     try:
         runpy.run_path(script, run_name="__main__")
     except _Done:
+        _leave_group()
         return 0
     raise SystemExit(f"{script} ended before {os.environ['DPWISE_VERIFY_STEPS']} steps")
 

@@ -15,6 +15,7 @@ NAMES = (
 
 BLOCK = '''
 # --- added by `dpwise migrate`: one process per device under torchrun, one process otherwise ---
+import gc
 import os
 
 import torch.distributed as dist
@@ -40,6 +41,18 @@ def _dist_setup():
         dist.init_process_group(backend="gloo")
         device = torch.device("cpu")
     return dist.get_rank(), dist.get_world_size(), local_rank, device
+
+
+def _dist_teardown():
+    """Leave the process group. A DDP wrapper still alive holds the group through its Reducer,
+    so the group would otherwise be destroyed at interpreter exit, where gloo can abort
+    ("terminate called without an active exception"): the reducers go first."""
+    gc.collect()
+    for obj in gc.get_objects():
+        if isinstance(obj, DistributedDataParallel):
+            obj.reducer = None
+            obj.logger = None
+    dist.destroy_process_group()
 
 
 def is_main_process():

@@ -13,6 +13,7 @@ from dpwise.migrate.loaders import loader_edits, set_epoch_edits
 from dpwise.migrate.refusal import MigrationRefused
 
 SETUP = "rank, world_size, local_rank, device = _dist_setup()\n"
+TEARDOWN = "if dist.is_initialized():\n    _dist_teardown()\n"
 _DEVICE_WORDS = ("device_ids", "cuda", "gpu")
 _BOUND = ("rank", "world_size", "local_rank", "device")  # what SETUP binds
 
@@ -239,8 +240,8 @@ def _wrap_single(facts: Facts) -> list[Edit]:
 
 def _teardown(block) -> Edit:  # type: ignore[no-untyped-def]
     return Edit(
-        "`destroy_process_group()` when the script's work is done",
+        "`destroy_process_group()` when the script's work is done (DDP's reducers released first)",
         "missing-destroy-process-group",
         block.body[-1],
-        after=statements("if dist.is_initialized():\n    dist.destroy_process_group()\n"),
+        after=statements(TEARDOWN),
     )

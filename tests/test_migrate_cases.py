@@ -1,0 +1,76 @@
+"""The migration's case scripts: each ok/ script trains and writes its weights; each refuse/ script
+says why it is refused."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import child_env
+
+CASES = Path(__file__).parent / "migrate_cases"
+OK = sorted((CASES / "ok").glob("*.py"))
+REFUSE = sorted((CASES / "refuse").glob("*.py"))
+REFUSE_REASONS = {
+    "custom-sampler",
+    "iterable-dataset",
+    "model-parallel",
+    "own-spawning",
+    "already-distributed",
+}
+
+
+def run_case(script: Path, cwd: Path, extra_env: dict[str, str] | None = None):
+    env = child_env({"DPWISE_OUT": str(cwd / "weights.pt"), **(extra_env or {})})
+    return subprocess.run(
+        [sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def assert_weights(path: Path) -> None:
+    state = torch.load(path, weights_only=True)
+    assert state, f"{path} holds no tensors"
+    assert all(isinstance(v, torch.Tensor) for v in state.values())
+    wrapped = [k for k in state if k.startswith("module.")]
+    assert not wrapped, f"weights saved with the wrapper's prefix: {wrapped}"
+
+
+def test_the_cases_cover_the_styles_the_issue_names():
+    names = {p.stem for p in OK}
+    styles = {"argparse_script", "config_file", "train_function", "class_trainer"}
+    styles |= {"amp_gradscaler", "grad_accumulation", "checkpoint_resume", "tqdm_progress"}
+    assert styles <= names
+    assert len(REFUSE) >= 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", OK, ids=[p.stem for p in OK])
+def test_ok_case_trains_and_writes_unwrapped_weights(script: Path, tmp_path: Path):
+    done = run_case(script, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert_weights(tmp_path / "weights.pt")
+
+
+@pytest.mark.slow
+def test_tqdm_case_runs_without_tqdm(tmp_path: Path):
+    blocker = tmp_path / "blocked"
+    blocker.mkdir()
+    (blocker / "tqdm.py").write_text("raise ImportError('tqdm is not installed')\n")
+    done = run_case(CASES / "ok" / "tqdm_progress.py", tmp_path, {"PYTHONPATH": str(blocker)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "it/s" not in done.stderr, "a tqdm bar was drawn: the import was not blocked"
+    assert_weights(tmp_path / "weights.pt")
+
+
+@pytest.mark.parametrize("script", REFUSE, ids=[p.stem for p in REFUSE])
+def test_refuse_case_names_its_reason(script: Path):
+    text = script.read_text()
+    first = text.splitlines()[0]
+    assert first.startswith("# refuse: "), f"{script.name} starts with {first!r}"
+    assert first.removeprefix("# refuse: ").strip() in REFUSE_REASONS
+    ast.parse(text)

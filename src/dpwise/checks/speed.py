@@ -64,9 +64,7 @@ def evaluate(ctx: CheckContext) -> CheckResult:
         "repeat is an untimed warm-up when it has more than one); the runs took turns in "
         f"{repeats} interleaved rounds, one run computing at a time, so a change in the "
         f"machine's speed hits every run alike, and each run is compared with single round by "
-        f"round. {RULE}"
-        + (ONE_PROCESS_NOTE if drift else "")
-        + (WRAPPER_NOTE if costly else ""),
+        f"round. {RULE}" + (ONE_PROCESS_NOTE if drift else "") + (WRAPPER_NOTE if costly else ""),
         {
             "fastest": best.id,
             "speedup": {r.id: r.speedup_vs_single for r in runs},

@@ -138,6 +138,15 @@ def test_speed_flags_drift_when_a_one_process_run_disagrees_with_single():
     assert steady.figures["drift_suspected_in"] == [] and steady.status == "pass"
 
 
+def test_speed_names_a_slower_one_process_run_as_its_wrappers_cost_not_drift():
+    runs = [run("single", 1000), run("ddp-1", 700)]
+    result = checks.SPEED(context(runs, repeats=12))
+    assert result.figures["drift_suspected_in"] == [] and result.status == "pass"
+    assert list(result.figures["wrapper_cost_s_per_epoch"]) == ["ddp-1"]
+    assert result.figures["wrapper_cost_s_per_epoch"]["ddp-1"] > 0
+    assert "more per epoch" in result.summary and "wrapper" in result.explanation
+
+
 def test_communication_flags_exposed_time_and_missing_bytes():
     ok = checks.COMMUNICATION(context([run("single", 1), run("ddp-2", 1, comm=comm(0.1))]))
     assert ok.status == "pass" and "10 %" in ok.summary

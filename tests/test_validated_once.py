@@ -53,7 +53,7 @@ def test_train_resume_loads_the_checkpoint_once(saved, monkeypatch):
 def test_a_launching_train_reads_only_the_checkpoint_header(saved, monkeypatch):
     """The workers are other processes that load the checkpoint: the parent only checks it."""
     launched = []
-    monkeypatch.setattr("dpwise.launch.launch", lambda plan, entry, cfg: launched.append(cfg))
+    monkeypatch.setattr("dpwise.launch.launch", lambda plan, entry, cfg, **kw: launched.append(cfg))
     reads = _count(monkeypatch, torch, "load")
     args = ["train", "--quiet", *TINY_ARGS, "--strategy", "ddp", "--nproc", "2"]
     assert main([*args, "--epochs", "2", "--out", str(saved.parent), "--resume"]) == 0

@@ -91,7 +91,9 @@ def launch_config(plan: RunPlan, net: netaddr.NodeNetwork | None = None) -> Any:
     )
 
 
-def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
+def launch(
+    plan: RunPlan, entrypoint: Any, *args: Any, net: netaddr.NodeNetwork | None = None
+) -> dict[int, Any]:
     """Run ``entrypoint(*args)`` in every worker; return {global rank: return value}.
 
     The launch has a folder of its own, removed at the end whatever happens: the agent's logs
@@ -107,7 +109,7 @@ def launch(plan: RunPlan, entrypoint: Any, *args: Any) -> dict[int, Any]:
     _quiet_launcher()
     timeout = plan.config.timeout
     fresh_store = "1" if plan.config.max_restarts > 0 else os.environ.get(_FRESH_STORE_PER_ATTEMPT)
-    net = node_network(plan)
+    net = net if net is not None else node_network(plan)  # the caller may have found it
     with (
         _environ(netaddr.NODE_ADDRESS_ENV, net.address if net else None),
         _environ(_GLOO_IFNAME, _gloo_interface(net)),

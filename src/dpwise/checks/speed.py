@@ -51,23 +51,29 @@ def evaluate(ctx: CheckContext) -> CheckResult:
     faster = [r for r in parallel if vs[r.id].outcome == "faster"]
     unsure = [r for r in parallel if vs[r.id].outcome == "inconclusive"]
     drift = drifted(runs)
+    costly = wrapper_costs(runs)
     status = "pass" if (faster or not parallel) and not drift and not unsure else "warn"
     return CheckResult(
         NAME,
         status,
         f"fastest: {best.label} at {rate(median_rate(best))} samples/s "
-        f"({best.speedup_vs_single:.2f}× single)" + _finding(faster, unsure, parallel, drift),
+        f"({best.speedup_vs_single:.2f}× single)"
+        + _finding(faster, unsure, parallel, drift)
+        + _costs(costly, single),
         f"Each run trained {repeats} times from the same initial state (the first epoch of a "
         "repeat is an untimed warm-up when it has more than one); the runs took turns in "
         f"{repeats} interleaved rounds, one run computing at a time, so a change in the "
         f"machine's speed hits every run alike, and each run is compared with single round by "
-        f"round. {RULE}" + (ONE_PROCESS_NOTE if drift else ""),
+        f"round. {RULE}" + (ONE_PROCESS_NOTE if drift else "") + (WRAPPER_NOTE if costly else ""),
         {
             "fastest": best.id,
             "speedup": {r.id: r.speedup_vs_single for r in runs},
             "vs_single": {k: c.to_dict() for k, c in vs.items()},
             "inconclusive": [r.id for r in unsure],
             "drift_suspected_in": drift,
+            "wrapper_cost_s_per_epoch": {
+                r.id: r.epoch_seconds.median - single.epoch_seconds.median for r in costly
+            },
         },
         table,
         "throughput.png",
@@ -89,24 +95,50 @@ def _finding(faster: list[Run], unsure: list[Run], parallel: list[Run], drift: l
     return ""
 
 
+def _costs(costly: list[Run], single: Run) -> str:
+    return "".join(
+        f"; {r.label} does single's work at {r.speedup_vs_single:.2f}× its speed: "
+        f"{(r.epoch_seconds.median - single.epoch_seconds.median) * 1000:.0f} ms more per epoch "
+        f"of {single.epoch_seconds.median * 1000:.0f} ms, its wrapper's fixed cost"
+        for r in costly
+    )
+
+
 ONE_PROCESS_NOTE = (
-    " A run of one process on one device does single's work (plus DDP's or DataParallel's "
-    f"overhead), yet its throughput differs from single's by more than {ONE_PROCESS_MARGIN - 1:.0%}"
+    " A run of one process on one device does single's work plus DDP's or DataParallel's "
+    f"overhead, yet its throughput beats single's by more than {ONE_PROCESS_MARGIN - 1:.0%}"
     " over the whole interval. Interleaving spreads slow drift over every run, so this points "
     "at load that changed within rounds (other programs) or at a set-up difference such as the "
     "number of threads; run again on a quiet machine before trusting small differences."
 )
 
+WRAPPER_NOTE = (
+    " A run of one process on one device does single's work plus its wrapper's: DDP's gradient "
+    "hooks, bucket copies and a one-process all-reduce, or DataParallel's scatter and gather. "
+    "That cost is fixed per step, so it is a visible share of a short step and shrinks as the "
+    "step grows; on more devices it is paid again on top of the communication."
+)
 
-def drifted(runs: list[Run]) -> list[str]:
-    """Runs of world size 1 that should match single but differ by over 10 % beyond the noise."""
+
+def _one_process(runs: list[Run], outcome: str) -> list[Run]:
+    """Runs of world size 1 whose speed differs from single's by over 10 % beyond the noise."""
     single = runs[0]
     return [
-        r.label
+        r
         for r in runs[1:]
-        if r.world_size == 1
-        and compare(r, single, ONE_PROCESS_MARGIN).outcome in ("faster", "slower")
+        if r.world_size == 1 and compare(r, single, ONE_PROCESS_MARGIN).outcome == outcome
     ]
+
+
+def drifted(runs: list[Run]) -> list[str]:
+    """One-process runs faster than single beyond the noise: a wrapper adds work, so only a
+    machine whose speed changed within rounds (or a different set-up) explains them."""
+    return [r.label for r in _one_process(runs, "faster")]
+
+
+def wrapper_costs(runs: list[Run]) -> list[Run]:
+    """One-process runs slower than single beyond the noise: the wrapper's fixed cost per step."""
+    return _one_process(runs, "slower")
 
 
 SPEED = Check(NAME, evaluate)

@@ -142,8 +142,7 @@ def run(args: argparse.Namespace) -> int:
             outputs.remove_checkpoint(cfg.out)
         try:
             if plan.launch:
-                _say_node(plan)
-                launch(plan, worker_entry, cfg)
+                launch(plan, worker_entry, cfg, net=_say_node(plan))
             else:
                 run_worker(cfg, Prepared(env, plan, workload, resumed))
         except BaseException:  # a failure, a hung peer, Ctrl-C, SIGTERM: nothing half-written
@@ -153,13 +152,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _say_node(plan) -> None:
+def _say_node(plan):
+    """This node's place in a multi-node job (None: one node), said unless --quiet."""
     from dpwise.launch import node_network
     from dpwise.report.train_text import node_line
 
     net = node_network(plan)
     if net is not None and not plan.config.quiet:
         print(node_line(plan.config.rdzv_endpoint, net), flush=True)
+    return net
 
 
 def _out_lock(out: Path | None, env, nnodes: int):

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from dpwise.link import fit as fitting
+from dpwise.measure.profile import step_times
 
 MIN_BYTES = 8
 MAX_ITERS = 20
@@ -57,17 +58,6 @@ def _runner(op: str, nbytes: int, n: int, device: torch.device, group: Any) -> C
     if op == "reduce_scatter":
         return lambda: call(part, whole, group=group)
     return lambda: call(whole, part, group=group)
-
-
-def _timed(run: Callable[[], None], iters: int, sync: Callable[[], None]) -> list[float]:
-    times = []
-    for _ in range(iters):
-        sync()
-        start = time.perf_counter()
-        run()
-        sync()
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def _agreed_max(value: float, device: torch.device, group: Any) -> float:
@@ -104,9 +94,9 @@ def measure_op(
     points, iters, warm = [], max_iters, WARMUP
     for nbytes in byte_sizes:
         run = _runner(op, nbytes, n, device, group)
-        _timed(run, warm, sync)
+        step_times(run, warm, sync)
         dist.barrier(group=group)
-        seconds = _agreed_max(statistics.median(_timed(run, iters, sync)), device, group)
+        seconds = _agreed_max(statistics.median(step_times(run, iters, sync)), device, group)
         points.append({**fitting.point(op, n, nbytes, seconds), "iterations": iters})
         if progress is not None:
             progress(f"{op} {nbytes} B: {seconds * 1e6:.1f} us ({iters} timed)")

@@ -269,8 +269,10 @@ def peak_live_cpu_bytes(trace: Path) -> int | None:
     return int(max(e["args"]["Total Allocated"] for e in events) - baseline)
 
 
-def timed_steps(run_step: Callable[[], None], steps: int, synchronize: Callable[[], None]) -> float:
-    """Median wall seconds of ``steps`` calls, the device synchronised around each."""
+def step_times(
+    run_step: Callable[[], None], steps: int, synchronize: Callable[[], None]
+) -> list[float]:
+    """Wall seconds of each of ``steps`` calls, the device synchronised around each."""
     times = []
     for _ in range(steps):
         synchronize()
@@ -278,7 +280,12 @@ def timed_steps(run_step: Callable[[], None], steps: int, synchronize: Callable[
         run_step()
         synchronize()
         times.append(time.perf_counter() - start)
-    times.sort()
+    return times
+
+
+def timed_steps(run_step: Callable[[], None], steps: int, synchronize: Callable[[], None]) -> float:
+    """Median wall seconds of ``steps`` calls, the device synchronised around each."""
+    times = sorted(step_times(run_step, steps, synchronize))
     return times[len(times) // 2]
 
 

@@ -14,7 +14,8 @@ Rewrite = Callable[[cst.CSTNode], cst.CSTNode]
 @dataclass(frozen=True)
 class Edit:
     """`rewrite` replaces the target node; `before` / `after` are statements inserted around a
-    target statement (or, for the module, after its imports: see `apply`)."""
+    target statement (or, for the module, after its imports: see `apply`); `needs` names the
+    optional functions of the inserted block (`helper.OPTIONAL`) the edit's code calls."""
 
     what: str
     rule: str
@@ -22,6 +23,7 @@ class Edit:
     rewrite: Rewrite | None = None
     before: Sequence[cst.BaseStatement] = field(default_factory=tuple)
     after: Sequence[cst.BaseStatement] = field(default_factory=tuple)
+    needs: tuple[str, ...] = ()
 
 
 def statements(code: str) -> list[cst.BaseStatement]:

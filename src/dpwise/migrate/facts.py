@@ -39,8 +39,12 @@ class Facts:
     # `model = Net().cuda()`: a module built and placed, outside any loop (no DataParallel)
     placed_models: list[tuple[cst.SimpleStatementLine, str]] = field(default_factory=list)
     loaders: list[tuple[cst.SimpleStatementLine, str]] = field(default_factory=list)
-    dataloader_calls: list[cst.Call] = field(default_factory=list)  # `DataLoader(...)` here
+    # `DataLoader(...)` calls here, with their statement when one assigns the call to a name
+    dataloader_calls: list[tuple[cst.Call, cst.SimpleStatementLine | None, str]] = field(
+        default_factory=list
+    )
     loops: list[cst.For] = field(default_factory=list)
+    while_loops: list[cst.While] = field(default_factory=list)
     side_effects: list[cst.SimpleStatementLine] = field(default_factory=list)
     state_dicts: list[cst.Call] = field(default_factory=list)
     last_import: cst.CSTNode | None = None
@@ -100,6 +104,9 @@ class _Reader(cst.CSTVisitor):
     def leave_For(self, node: cst.For) -> None:
         self._loops -= 1
 
+    def visit_While(self, node: cst.While) -> None:
+        self.facts.while_loops.append(node)
+
     def visit_Call(self, node: cst.Call) -> None:
         name = dotted(node.func)
         tail = node.func.attr.value if isinstance(node.func, cst.Attribute) else name
@@ -158,9 +165,12 @@ class _Reader(cst.CSTVisitor):
                 self.facts.device_literals.setdefault(arg.value.value, self._line(node))
 
     def _dataloader(self, node: cst.Call, name: str, tail: str) -> None:
-        target = _assigned_name(self._statement) if self._statement is not None else ""
-        if tail == "DataLoader" and not any(w in target for w in _EVAL):
-            self.facts.dataloader_calls.append(node)
+        stmt = self._statement
+        target = _assigned_name(stmt) if stmt is not None else ""
+        if tail != "DataLoader" or any(w in target for w in _EVAL):
+            return
+        assigns = target and stmt is not None and stmt.body[0].value is node  # type: ignore[union-attr]
+        self.facts.dataloader_calls.append((node, stmt if assigns else None, target))
 
     def _state_dict(self, node: cst.Call, name: str, tail: str) -> None:
         if tail == "state_dict" and isinstance(node.func, cst.Attribute):

@@ -6,11 +6,15 @@ from __future__ import annotations
 # Names the inserted code binds at module level; a script already defining one is refused.
 NAMES = (
     "_dist_setup",
+    "_dist_teardown",
     "_distributed_loader",
     "_per_process_batch",
     "_rank",
+    "_device",
     "_world_size",
     "is_main_process",
+    "_next_epoch",
+    "_no_sync_unless",
 )
 
 BLOCK = '''
@@ -57,15 +61,26 @@ def _dist_teardown():
 
 def is_main_process():
     """True in the one process that prints and writes files (rank 0, or the only process)."""
-    return not dist.is_initialized() or dist.get_rank() == 0
+    return _rank() == 0
 
 
 def _rank():
-    return dist.get_rank() if dist.is_initialized() else 0
+    """This process's rank: the group's, or torchrun's RANK before the group is set up."""
+    return dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
 
 
 def _world_size():
-    return dist.get_world_size() if dist.is_initialized() else 1
+    """Processes training together: the group's, or torchrun's WORLD_SIZE before set-up."""
+    if dist.is_initialized():
+        return dist.get_world_size()
+    return int(os.environ.get("WORLD_SIZE", "1")) if "RANK" in os.environ else 1
+
+
+def _device():
+    """This process's device: GPU LOCAL_RANK under torchrun on CUDA, else the only GPU or CPU."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def _per_process_batch(global_batch):
@@ -108,3 +123,34 @@ def _distributed_loader(loader):
         drop_last=loader.drop_last,
     )
 '''
+
+# Functions added to the block only when an edit calls them (`Edit.needs`).
+OPTIONAL = {
+    "_next_epoch": '''
+
+def _next_epoch(loader):
+    """Before each pass over `loader`: its DistributedSampler's epoch is the number of passes
+    so far, so every pass has a new order, the same on every process."""
+    sampler = getattr(loader, "sampler", None)
+    if isinstance(sampler, DistributedSampler):
+        passes = getattr(sampler, "_passes", 0)
+        sampler.set_epoch(passes)
+        sampler._passes = passes + 1
+''',
+    "_no_sync_unless": '''
+
+def _no_sync_unless(model, sync):
+    """DDP's `no_sync()` for a micro-step that ends in no optimizer step: its gradients add up
+    in this process, and the last micro-step all-reduces the sum (nothing to skip otherwise)."""
+    import contextlib
+
+    if sync or not isinstance(model, DistributedDataParallel):
+        return contextlib.nullcontext()
+    return model.no_sync()
+''',
+}
+
+
+def block(needs: set[str]) -> str:
+    """The inserted block with the optional functions the edits call, in a fixed order."""
+    return BLOCK + "".join(code for name, code in OPTIONAL.items() if name in needs)

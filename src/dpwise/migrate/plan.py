@@ -7,9 +7,11 @@ import libcst as cst
 
 from dpwise.lint.cst import code
 from dpwise.migrate import helper
+from dpwise.migrate.accumulate import accumulation_edits
 from dpwise.migrate.edits import Edit, statements
+from dpwise.migrate.epochs import set_epoch_edits
 from dpwise.migrate.facts import Facts, dotted, read
-from dpwise.migrate.loaders import loader_edits, set_epoch_edits
+from dpwise.migrate.loaders import loader_edits
 from dpwise.migrate.refusal import MigrationRefused
 
 SETUP = "rank, world_size, local_rank, device = _dist_setup()\n"
@@ -35,39 +37,56 @@ def plan(module: cst.Module) -> list[Edit]:
     wrapped = {name for _, _, name in facts.data_parallel if name}
     if not facts.data_parallel:
         wrapped = {name for _, name in facts.placed_models[:1]}
-    return [
-        *_setup(module, block),
-        *_placements(facts),
+    body = [
+        *_placements(facts, _own_calls(block)),
         *_wraps(facts),
+        *_wrap_conditions(module, facts),
         *_wrap_single(facts),
         *loader_edits(facts),
-        *set_epoch_edits(facts),
+        *set_epoch_edits(module, facts),
+        *accumulation_edits(facts, sorted(wrapped)),
         *_guards(facts),
         *_state_dicts(facts, wrapped),
-        _teardown(block),
     ]
+    needs = {name for edit in body for name in edit.needs}
+    return [*_setup(module, block, needs), *body, _teardown(module)]
 
 
 def _scope_block(module: cst.Module, facts: Facts):  # type: ignore[no-untyped-def]
-    """The block (module or indented body) holding the DataParallel wrap, or the first placement."""
+    """The body the process group is set up in: the function (or the `__main__` block, or the
+    module) that holds the DataParallel wrap, or the first placed model; None without either."""
     anchors = [stmt for stmt, _, _ in facts.data_parallel]
     if not anchors:
         anchors = [stmt for stmt, _ in facts.placed_models[:1]]
-    found = []
+    found: list[cst.CSTNode] = []
+    scopes: list[cst.CSTNode] = [module]
 
-    class _Blocks(cst.CSTVisitor):
-        def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-            if not found and any(s in anchors for s in node.body):
-                found.append(node)
+    class _Scopes(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            scopes.append(node.body)
 
-    if any(s in anchors for s in module.body):
-        return module
-    module.visit(_Blocks())
+        def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+            scopes.pop()
+
+        def visit_If(self, node: cst.If) -> None:
+            if len(scopes) == 1 and node in module.body and _is_main_guard(node):
+                scopes.append(node.body)  # code run only as a script, not on import
+
+        def leave_If(self, node: cst.If) -> None:
+            if scopes[-1] is node.body:
+                scopes.pop()
+
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+            if not found and node in anchors:
+                found.append(scopes[-1])
+
+    module.visit(_Scopes())
     return found[0] if found else None
 
 
-def _setup(module: cst.Module, block) -> list[Edit]:  # type: ignore[no-untyped-def]
-    code = helper.BLOCK if "import torch" in module.code else "import torch\n" + helper.BLOCK
+def _setup(module: cst.Module, block, needs: set[str]) -> list[Edit]:  # type: ignore[no-untyped-def]
+    code = helper.block(needs)
+    code = code if "import torch" in module.code else "import torch\n" + code
     edits = [
         Edit(
             "inserts `_dist_setup()`: the process group under torchrun (nccl on CUDA, gloo on "
@@ -89,9 +108,7 @@ def _setup(module: cst.Module, block) -> list[Edit]:  # type: ignore[no-untyped-
             )
         )
         return edits
-    first = next(
-        s for s in block.body if not (isinstance(s, cst.SimpleStatementLine) and _is_import(s))
-    )
+    first = _first_statement(module, block)
     edits.append(
         Edit(
             "calls `_dist_setup()` before the model is built and wrapped",
@@ -101,6 +118,28 @@ def _setup(module: cst.Module, block) -> list[Edit]:  # type: ignore[no-untyped-
         )
     )
     return edits
+
+
+def _first_statement(module: cst.Module, block) -> cst.BaseStatement:  # type: ignore[no-untyped-def]
+    """The first statement of `block` that is no import and no docstring (in the module: after
+    its last import line, where the inserted block goes)."""
+    body = list(block.body)
+    if block is module:
+        imports = [
+            i
+            for i, s in enumerate(body)
+            if isinstance(s, cst.SimpleStatementLine) and _is_import(s)
+        ]
+        body = body[imports[-1] + 1 :] if imports else body
+    for stmt in body:
+        if not (isinstance(stmt, cst.SimpleStatementLine) and (_is_import(stmt) or _doc(stmt))):
+            return stmt
+    return body[-1]
+
+
+def _doc(stmt: cst.SimpleStatementLine) -> bool:
+    first = stmt.body[0]
+    return isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString)
 
 
 def _assigns(stmt: cst.BaseStatement, names: tuple[str, ...]) -> bool:
@@ -115,7 +154,27 @@ def _is_import(stmt: cst.SimpleStatementLine) -> bool:
     return all(isinstance(x, cst.Import | cst.ImportFrom) for x in stmt.body)
 
 
-def _placements(facts: Facts) -> list[Edit]:
+def _own_calls(block) -> set[int]:  # type: ignore[no-untyped-def]
+    """The calls written in `block` itself, not in a function or class defined inside it: the
+    ones that see the names `_dist_setup()` binds there."""
+    found: set[int] = set()
+
+    class _Calls(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Call(self, node: cst.Call) -> None:
+            found.add(id(node))
+
+    for stmt in block.body:
+        stmt.visit(_Calls())
+    return found
+
+
+def _placements(facts: Facts, local: set[int]) -> list[Edit]:
     wraps = {id(call) for _, call, _ in facts.data_parallel}
     edits = []
     for call in facts.placements:
@@ -135,13 +194,15 @@ def _placements(facts: Facts) -> list[Edit]:
         if not is_cuda and not any(word in where for word in _DEVICE_WORDS):
             continue
 
-        def rewrite(node: cst.Call) -> cst.Call:
+        device = "device" if id(call) in local else "_device()"
+
+        def rewrite(node: cst.Call, device: str = device) -> cst.Call:
             func = node.func.with_changes(attr=cst.Name("to"))
-            return node.with_changes(func=func, args=[cst.Arg(cst.Name("device"))])
+            return node.with_changes(func=func, args=[cst.Arg(cst.parse_expression(device))])
 
         edits.append(
             Edit(
-                f"`.{call.func.attr.value}({where})` -> `.to(device)`: this process's own device",
+                f"`.{call.func.attr.value}({where})` -> `.to({device})`: this process's own device",
                 "missing-set-device",
                 call,
                 rewrite,
@@ -168,6 +229,36 @@ def _wraps(facts: Facts) -> list[Edit]:
                 "data-parallel-usage",
                 call,
                 lambda node, new=new: new,
+            )
+        )
+    return edits
+
+
+def _wrap_conditions(module: cst.Module, facts: Facts) -> list[Edit]:
+    """`if torch.cuda.device_count() > 1: model = nn.DataParallel(model)`: under torchrun each
+    process has one device, so the test becomes `dist.is_initialized()` (several processes)."""
+    wraps = [stmt for stmt, _, _ in facts.data_parallel]
+    found: list[cst.If] = []
+
+    class _Ifs(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            if isinstance(node.body, cst.IndentedBlock) and any(s in wraps for s in node.body.body):
+                found.append(node)
+
+    module.visit(_Ifs())
+    edits = []
+    for node in found:
+        test = code(node.test)
+        if node.orelse is not None or not any(w in test.lower() for w in (*_DEVICE_WORDS, "n_gpu")):
+            continue
+        edits.append(
+            Edit(
+                f"`if {test}:` around the wrap -> `if dist.is_initialized():` (under torchrun "
+                "each process has one device: the model is wrapped whenever processes train "
+                "together)",
+                "data-parallel-usage",
+                node,
+                lambda n: n.with_changes(test=cst.parse_expression("dist.is_initialized()")),
             )
         )
     return edits
@@ -238,10 +329,39 @@ def _wrap_single(facts: Facts) -> list[Edit]:
     ]
 
 
-def _teardown(block) -> Edit:  # type: ignore[no-untyped-def]
-    return Edit(
-        "`destroy_process_group()` when the script's work is done (DDP's reducers released first)",
-        "missing-destroy-process-group",
-        block.body[-1],
-        after=statements(TEARDOWN),
-    )
+def _teardown(module: cst.Module) -> Edit:
+    """The group is left when the program is done: at the end of the `if __name__ ==
+    "__main__":` block (in a `finally:` when that block ends by exiting: `sys.exit(main())`),
+    or after the script's last statement."""
+    what = "`destroy_process_group()` when the script's work is done (DDP's reducers first)"
+    rule = "missing-destroy-process-group"
+    main = next((s for s in module.body if _is_main_guard(s)), None)
+    if main is None:
+        return Edit(what, rule, module.body[-1], after=statements(TEARDOWN))
+    if not _exits(main.body.body[-1]):
+        return Edit(what, rule, main.body.body[-1], after=statements(TEARDOWN))
+    finally_ = cst.Finally(body=cst.IndentedBlock(body=statements(TEARDOWN)))
+
+    def rewrite(node: cst.If) -> cst.If:
+        inner = cst.Try(body=node.body, finalbody=finally_)
+        return node.with_changes(body=cst.IndentedBlock(body=[inner]))
+
+    return Edit(what + ", in a `finally:` (the block ends by exiting)", rule, main, rewrite)
+
+
+def _exits(stmt: cst.BaseStatement) -> bool:
+    """`sys.exit(...)`, `exit(...)`, `raise SystemExit(...)`: nothing after it runs."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    first = stmt.body[0]
+    if isinstance(first, cst.Raise):
+        return True
+    call = first.value if isinstance(first, cst.Expr) else None
+    return isinstance(call, cst.Call) and dotted(call.func) in ("sys.exit", "exit", "quit")
+
+
+def _is_main_guard(stmt: cst.BaseStatement) -> bool:
+    if not isinstance(stmt, cst.If) or stmt.orelse is not None:
+        return False
+    text = code(stmt.test).replace("'", '"')
+    return text.replace(" ", "") in ('__name__=="__main__"', '"__main__"==__name__')

@@ -1,0 +1,144 @@
+"""The edits that give every pass over the data a new order, the same on every process:
+`set_epoch` at the top of each epoch loop, for each training loader that loop serves.
+
+A loader is served by an epoch loop when the loop iterates it (`for x, y in loader`, also through
+`enumerate(...)` or `tqdm(...)`), hands it on (`train(model, loader, epoch)`), or, in a class,
+when the loop runs in a method of the class whose `__init__` built `self.loader`. A `while` loop
+around a pass over a loader (step-based training: `while step < max_steps: for batch in loader:`)
+has no epoch variable: `_next_epoch(loader)` counts the passes instead.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dpwise.migrate.edits import Edit, statements
+from dpwise.migrate.facts import Facts, dotted
+
+NEXT_EPOCH = "_next_epoch"
+
+
+def set_epoch_edits(module: cst.Module, facts: Facts) -> list[Edit]:
+    loaders = {name for _, name in facts.loaders}
+    homes = _classes(module)
+    built_in = {name: homes.get(id(stmt)) for stmt, name in facts.loaders}
+    edits: list[Edit] = []
+    for loop in facts.loops:
+        if not isinstance(loop.target, cst.Name) or "epoch" not in loop.target.value.lower():
+            continue
+        served = [
+            name
+            for name in sorted(loaders)
+            if name in _referenced(loop.body)
+            or (name.startswith("self.") and built_in[name] is homes.get(id(loop)))
+        ]
+        if served:
+            edits.append(_set_epoch(loop, loop.target.value, served))
+    for loop in facts.while_loops:
+        passes = [n for n in _iterated(loop.body) if n in loaders]
+        if passes and not _inside_epoch_loop(loop, facts):
+            edits.append(_count_passes(loop, passes[0]))
+    return edits
+
+
+def _set_epoch(loop: cst.For, epoch: str, served: list[str]) -> Edit:
+    text = "".join(
+        f"if isinstance({name}.sampler, DistributedSampler):\n"
+        f"    {name}.sampler.set_epoch({epoch})\n"
+        for name in served
+    )
+    lines = statements(text)
+
+    def rewrite(node: cst.For) -> cst.For:
+        return node.with_changes(body=node.body.with_changes(body=[*lines, *node.body.body]))
+
+    said = ", ".join(f"`{name}.sampler.set_epoch({epoch})`" for name in served)
+    return Edit(f"{said} at the top of the epoch loop", "missing-set-epoch", loop, rewrite)
+
+
+def _count_passes(loop: cst.While, loader: str) -> Edit:
+    lines = statements(f"{NEXT_EPOCH}({loader})\n")
+
+    def rewrite(node: cst.While) -> cst.While:
+        return node.with_changes(body=node.body.with_changes(body=[*lines, *node.body.body]))
+
+    return Edit(
+        f"`{NEXT_EPOCH}({loader})` before each pass over `{loader}`: its DistributedSampler's "
+        "epoch is the number of passes so far (the loop has no epoch variable)",
+        "missing-set-epoch",
+        loop,
+        rewrite,
+        needs=(NEXT_EPOCH,),
+    )
+
+
+def _referenced(node: cst.CSTNode) -> set[str]:
+    """Every dotted name read in `node` (`loader`, `self.loader`, `args.x`)."""
+    found: set[str] = set()
+
+    class _Refs(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.add(n.value)
+
+        def visit_Attribute(self, n: cst.Attribute) -> None:
+            name = dotted(n)
+            if name:
+                found.add(name)
+
+    node.visit(_Refs())
+    return found
+
+
+def _iterated(body: cst.CSTNode) -> list[str]:
+    """Names in the iterables of the `for` loops inside `body`, outermost first."""
+    found: list[str] = []
+
+    class _Fors(cst.CSTVisitor):
+        def visit_For(self, n: cst.For) -> None:
+            found.extend(sorted(_referenced(n.iter)))
+
+    body.visit(_Fors())
+    return found
+
+
+def _inside_epoch_loop(loop: cst.While, facts: Facts) -> bool:
+    return any(
+        isinstance(outer.target, cst.Name)
+        and "epoch" in outer.target.value.lower()
+        and _contains(outer.body, loop)
+        for outer in facts.loops
+    )
+
+
+def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    seen: list[bool] = []
+
+    class _Find(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            if n is node:
+                seen.append(True)
+            return not seen
+
+    tree.visit(_Find())
+    return bool(seen)
+
+
+def _classes(module: cst.Module) -> dict[int, cst.ClassDef | None]:
+    """For every statement and loop, the class it is written in (None at module level)."""
+    homes: dict[int, cst.ClassDef | None] = {}
+    stack: list[cst.ClassDef] = []
+
+    class _Homes(cst.CSTVisitor):
+        def visit_ClassDef(self, n: cst.ClassDef) -> None:
+            stack.append(n)
+
+        def leave_ClassDef(self, n: cst.ClassDef) -> None:
+            stack.pop()
+
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            if isinstance(n, cst.SimpleStatementLine | cst.For | cst.While):
+                homes[id(n)] = stack[-1] if stack else None
+            return super().on_visit(n)
+
+    module.visit(_Homes())
+    return homes

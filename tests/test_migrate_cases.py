@@ -74,3 +74,51 @@ def test_refuse_case_names_its_reason(script: Path):
     assert first.startswith("# refuse: "), f"{script.name} starts with {first!r}"
     assert first.removeprefix("# refuse: ").strip() in REFUSE_REASONS
     ast.parse(text)
+
+
+def migrate_case(script: Path, out: Path):
+    return subprocess.run(
+        [sys.executable, "-m", "dpwise", "migrate", str(script), "-o", str(out)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_every_ok_case_migrates_and_lints_clean(tmp_path: Path):
+    dirty = {}
+    for script in OK:
+        out = tmp_path / script.name
+        done = migrate_case(script, out)
+        assert done.returncode == 0, f"{script.name}: {done.stderr[-1000:]}"
+        lint = subprocess.run(
+            [sys.executable, "-m", "dpwise", "lint", str(out)],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if lint.returncode != 0:
+            dirty[script.name] = lint.stdout[-800:]
+    assert not dirty, dirty
+
+
+@pytest.mark.parametrize("script", REFUSE, ids=[p.stem for p in REFUSE])
+def test_refuse_case_is_refused_and_nothing_is_written(script: Path, tmp_path: Path):
+    out = tmp_path / "out.py"
+    done = migrate_case(script, out)
+    assert done.returncode == 2, done.stderr
+    assert "not migrated" in done.stderr
+    assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", OK, ids=[p.stem for p in OK])
+def test_ok_case_verifies_as_the_same_model(script: Path):
+    from dpwise.migrate import migrate_source
+    from dpwise.migrate.verify import verify
+
+    verdict = verify(script, migrate_source(script.read_text()).code, steps=4)
+    assert verdict.same, (script.name, verdict)
+    assert verdict.moved > 1e-4, "the runs did not train"

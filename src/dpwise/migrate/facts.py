@@ -62,6 +62,7 @@ class _Reader(cst.CSTVisitor):
         self._stack: list[cst.CSTNode] = []
         self._statement: cst.SimpleStatementLine | None = None
         self._loops = 0
+        self._spawners: set[str] = set()
 
     def _line(self, node: cst.CSTNode) -> int:
         return self.get_metadata(cst.metadata.PositionProvider, node).start.line
@@ -78,6 +79,16 @@ class _Reader(cst.CSTVisitor):
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self._statement = node
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        """`from torch.multiprocessing import spawn as launch`: `launch(...)` starts processes."""
+        module = dotted(node.module) if node.module is not None else ""
+        if module not in _MP_MODULES or isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            if dotted(alias.name) in _SPAWNS:
+                bound = alias.asname.name if alias.asname is not None else alias.name
+                self._spawners.add(dotted(bound))  # type: ignore[arg-type]
 
     def leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self._statement = None
@@ -129,7 +140,7 @@ class _Reader(cst.CSTVisitor):
                 f"the DataLoader is given its own `{given}=`: choose how it "
                 "shards across processes (DistributedSampler) by hand",
             )
-        if tail in _SPAWNS and name.rsplit(".", 1)[0] in _MP_MODULES:
+        if (tail in _SPAWNS and name.rsplit(".", 1)[0] in _MP_MODULES) or name in self._spawners:
             self._refuse(
                 node,
                 f"the script starts its own processes (`{name}`): torchrun "

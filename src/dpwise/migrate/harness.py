@@ -40,6 +40,25 @@ def _fixed_order() -> None:
 
     RandomSampler.__iter__ = __iter__  # type: ignore[method-assign]
 
+    from torch.utils.data.distributed import DistributedSampler
+
+    shuffled = DistributedSampler.__iter__
+
+    def counted(self):  # type: ignore[no-untyped-def]
+        """The first epoch a script sets counts as 0 (`for epoch in range(1, n + 1)` too), as
+        the original's first pass; an epoch never set stays 0, so a missing `set_epoch` shows."""
+        first = getattr(DistributedSampler, "_verify_first", None)
+        if first is None:
+            first = DistributedSampler._verify_first = self.epoch  # type: ignore[attr-defined]
+        epoch = self.epoch
+        self.epoch = epoch - first
+        try:
+            yield from shuffled(self)
+        finally:
+            self.epoch = epoch
+
+    DistributedSampler.__iter__ = counted  # type: ignore[method-assign]
+
 
 def _params(optimizer) -> list[torch.Tensor]:  # type: ignore[no-untyped-def]
     return [p.detach().cpu().clone() for g in optimizer.param_groups for p in g["params"]]
@@ -63,11 +82,22 @@ def _stop_after(steps: int, out: str) -> None:
         if len(done) < steps:
             return
         if int(os.environ.get("RANK", "0")) == 0:
-            torch.save({"initial": initial[0], "final": _params(optimizer)}, out)
+            state = {"initial": initial[0], "final": _params(optimizer), **_together()}
+            torch.save(state, out)
         raise _Done
 
     register_optimizer_step_pre_hook(before)
     register_optimizer_step_post_hook(after)
+
+
+def _together() -> dict[str, int]:
+    """How the run trained: the process group's size (1 without one) and the DDP wrappers."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    ddp = sum(isinstance(o, DistributedDataParallel) for o in gc.get_objects())
+    return {"world_size": world, "ddp_models": ddp}
 
 
 def _cpu(value):  # type: ignore[no-untyped-def]
@@ -114,6 +144,17 @@ def _leave_group() -> None:
     dist.destroy_process_group()
 
 
+def _run(script: str, as_file: str) -> None:
+    """Run `script` as `__main__`, its `__file__` being `as_file`: a migrated copy reads the files
+    beside the original (`Path(__file__).with_name("config.json")`)."""
+    if as_file == script:
+        runpy.run_path(script, run_name="__main__")
+        return
+    with open(script, encoding="utf-8") as f:
+        code = compile(f.read(), as_file, "exec")
+    exec(code, {"__name__": "__main__", "__file__": as_file, "__builtins__": __builtins__})
+
+
 def main(argv: list[str]) -> int:
     script = argv[0]
     sys.path.insert(0, os.environ.get("DPWISE_VERIFY_PATH") or os.path.dirname(script))
@@ -123,7 +164,7 @@ def main(argv: list[str]) -> int:
     _cpu_stand_in()
     sys.argv = list(argv)
     try:
-        runpy.run_path(script, run_name="__main__")
+        _run(script, os.environ.get("DPWISE_VERIFY_AS") or script)
     except _Done:
         _leave_group()
         return 0

@@ -36,6 +36,8 @@ def _launch(
     writes stays out of the user's folder), importing its siblings from `home`."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(
+        CUDA_VISIBLE_DEVICES="",  # the CPU and gloo, whatever GPUs this machine has
+        DPWISE_VERIFY_AS=str(home / script.name),
         DPWISE_VERIFY_STEPS=str(steps),
         DPWISE_VERIFY_OUT=str(out),
         DPWISE_VERIFY_PATH=str(home),
@@ -95,6 +97,14 @@ def verify(
             out = folder / name / "verify-params.pt"
             _launch(script, list(args or []), home, out, steps, nproc, timeout)
             runs[name] = torch.load(out, weights_only=True)
+    if runs["migrated"].get("world_size", nproc) != nproc or not runs["migrated"].get(
+        "ddp_models", 1
+    ):
+        raise DpwiseError(
+            f"the migrated script trained without DDP across {nproc} processes (process group "
+            f"of {runs['migrated'].get('world_size')}, {runs['migrated'].get('ddp_models')} DDP "
+            "models): its wrap or set-up did not run; run it under torchrun to see why"
+        )
     a, b = runs["original"]["final"], runs["migrated"]["final"]
     if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b, strict=False)):
         raise DpwiseError("the two scripts train different parameters; nothing to compare")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,8 +11,12 @@ from dpwise.migrate.edits import Edit
 
 def render_edits(edits: Sequence[Edit], out: Path | None) -> str:
     width = max(len(e.rule) for e in edits)
+    counts = Counter((e.rule, e.what) for e in edits)  # the same change in several places: once
     lines = [f"{len(edits)} edits" + (f", written to {out}" if out else "") + ":"]
-    lines += [f"  {e.rule:<{width}}  {e.what}" for e in edits]
+    lines += [
+        f"  {rule:<{width}}  {what}" + (f" ({n} places)" if n > 1 else "")
+        for (rule, what), n in counts.items()
+    ]
     lines.append("run it with: torchrun --nproc_per_node=N " + (str(out) if out else "SCRIPT"))
     return "\n".join(lines)
 

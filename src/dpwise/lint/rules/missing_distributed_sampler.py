@@ -39,7 +39,8 @@ beside the script (`from common import get_dataloader`, as in the guide's `ddp_t
 followed into that module; when the helper builds a `DataLoader` without a sampler and never
 mentions ranks, samplers or shards, the call in the DDP script is reported, unless its loader is
 handed straight to a function that re-shards it (named like `distributed_loader` or
-`shard_loader`: `_distributed_loader(get_dataloader(...))`, what `dpwise migrate` writes).
+`shard_loader`: `_distributed_loader(get_dataloader(...))`, what `dpwise migrate` writes). The
+same holds for a `DataLoader(...)` built inside such a call.
 Helpers that cannot be found are not guessed at.
 
 ## Why is this bad?
@@ -82,8 +83,9 @@ RULE = Rule(
 def check(ctx: FileContext) -> Iterator[Hit]:
     if not ctx.is_ddp_script or not ctx.trains:
         return
+    resharded = _resharded(ctx)
     for call in ctx.calls_to(N.DATALOADER):
-        if has_sampler(call) or single_process_branch(ctx, call):
+        if has_sampler(call) or single_process_branch(ctx, call) or id(call) in resharded:
             continue
         if _for_training(ctx, call) and not _split(ctx, call):
             yield Hit(call)

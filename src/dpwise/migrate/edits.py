@@ -35,6 +35,43 @@ def statements(code: str) -> list[cst.BaseStatement]:
     return body
 
 
+def _break(last: str) -> cst.ParenthesizedWhitespace:
+    """A line break inside brackets; the next line takes the block's indent plus `last`."""
+    return cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(newline=cst.Newline()),
+        empty_lines=[],
+        indent=True,
+        last_line=cst.SimpleWhitespace(last),
+    )
+
+
+def reflowed(call: cst.Call, width: int = 72) -> cst.Call:
+    """A one-line call longer than `width` laid out one argument per line (with a trailing
+    comma), as a formatter would; a call already spread over lines is left as it is."""
+    from dpwise.lint.cst import code
+
+    text = code(call)
+    if "\n" in text or len(text) <= width or not call.args:
+        return call
+    args = [
+        a.with_changes(comma=cst.Comma(whitespace_after=_break("    "))) for a in call.args[:-1]
+    ]
+    args.append(call.args[-1].with_changes(comma=cst.Comma(whitespace_after=_break(""))))
+    args = [a.with_changes(whitespace_after_arg=cst.SimpleWhitespace("")) for a in args]
+    return call.with_changes(args=args, whitespace_before_args=_break("    "))
+
+
+def indented(expression: str) -> cst.BaseExpression:
+    """`expression` (written over several lines, inside brackets) parsed so that its lines
+    take the indent of the block it is put in."""
+
+    class _Indent(cst.CSTTransformer):
+        def leave_ParenthesizedWhitespace(self, original, updated):  # type: ignore[no-untyped-def]
+            return updated.with_changes(indent=True)
+
+    return cst.parse_expression(expression).visit(_Indent())
+
+
 class _Apply(cst.CSTTransformer):
     def __init__(self, edits: Sequence[Edit]) -> None:
         self._by_target: dict[int, list[Edit]] = {}

@@ -21,6 +21,9 @@ NEXT_EPOCH = "_next_epoch"
 def set_epoch_edits(module: cst.Module, facts: Facts) -> list[Edit]:
     loaders = {name for _, name in facts.loaders}
     homes = _classes(module)
+    functions = {
+        s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)
+    }  # `train(epoch)` reading the module's `trainloader`
     built_in = {name: homes.get(id(stmt)) for stmt, name in facts.loaders}
     edits: list[Edit] = []
     for loop in facts.loops:
@@ -29,7 +32,7 @@ def set_epoch_edits(module: cst.Module, facts: Facts) -> list[Edit]:
         served = [
             name
             for name in sorted(loaders)
-            if name in _referenced(loop.body)
+            if name in _referenced(loop.body, functions)
             or (name.startswith("self.") and built_in[name] is homes.get(id(loop)))
         ]
         if served:
@@ -72,11 +75,17 @@ def _count_passes(loop: cst.While, loader: str) -> Edit:
     )
 
 
-def _referenced(node: cst.CSTNode) -> set[str]:
-    """Every dotted name read in `node` (`loader`, `self.loader`, `args.x`)."""
+def _referenced(node: cst.CSTNode, functions: dict[str, cst.FunctionDef] | None = None) -> set[str]:
+    """Every dotted name read in `node` (`loader`, `self.loader`, `args.x`), and in the bodies
+    of the module's `functions` it calls (one level: `train(epoch)` reading `trainloader`)."""
     found: set[str] = set()
+    called: list[cst.FunctionDef] = []
 
     class _Refs(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            if functions and isinstance(n.func, cst.Name) and n.func.value in functions:
+                called.append(functions[n.func.value])
+
         def visit_Name(self, n: cst.Name) -> None:
             found.add(n.value)
 
@@ -86,6 +95,8 @@ def _referenced(node: cst.CSTNode) -> set[str]:
                 found.add(name)
 
     node.visit(_Refs())
+    for function in called:
+        found |= _referenced(function.body)
     return found
 
 

@@ -184,7 +184,7 @@ class _Reader(cst.CSTVisitor):
         self.facts.dataloader_calls.append((node, stmt if assigns else None, target))
 
     def _state_dict(self, node: cst.Call, name: str, tail: str) -> None:
-        if tail == "state_dict" and isinstance(node.func, cst.Attribute):
+        if tail in ("state_dict", "load_state_dict") and isinstance(node.func, cst.Attribute):
             self.facts.state_dicts.append(node)
 
     def _effect(self, node: cst.Call, name: str, tail: str) -> None:

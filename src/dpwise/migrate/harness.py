@@ -96,7 +96,7 @@ def _together() -> dict[str, int]:
     from torch.nn.parallel import DistributedDataParallel
 
     world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
-    ddp = sum(isinstance(o, DistributedDataParallel) for o in gc.get_objects())
+    ddp = sum(issubclass(type(o), DistributedDataParallel) for o in gc.get_objects())
     return {"world_size": world, "ddp_models": ddp}
 
 
@@ -138,7 +138,7 @@ def _leave_group() -> None:
     dist.barrier()
     gc.collect()
     for obj in gc.get_objects():  # as the migration's `_dist_teardown`: reducers go first
-        if isinstance(obj, DistributedDataParallel):
+        if issubclass(type(obj), DistributedDataParallel):
             obj.reducer = None
             obj.logger = None
     dist.destroy_process_group()

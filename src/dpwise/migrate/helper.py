@@ -39,11 +39,11 @@ def _dist_setup():
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)
-        dist.init_process_group(backend="nccl")
         device = torch.device("cuda", local_rank)
     else:
-        dist.init_process_group(backend="gloo")
         device = torch.device("cpu")
+    if not dist.is_initialized():  # a second call (a second trainer) joins no second group
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     return dist.get_rank(), dist.get_world_size(), local_rank, device
 
 
@@ -53,7 +53,7 @@ def _dist_teardown():
     ("terminate called without an active exception"): the reducers go first."""
     gc.collect()
     for obj in gc.get_objects():
-        if isinstance(obj, DistributedDataParallel):
+        if issubclass(type(obj), DistributedDataParallel):
             obj.reducer = None
             obj.logger = None
     dist.destroy_process_group()

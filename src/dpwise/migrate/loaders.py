@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from dpwise.lint.cst import code, with_keyword
-from dpwise.migrate.edits import Edit, statements
+from dpwise.migrate.edits import Edit, reflowed, statements
 from dpwise.migrate.facts import Facts, dotted, last
 
 
@@ -58,7 +58,7 @@ def _sampler_name(target: str, taken: set[str]) -> str:
 
 
 def _resharded(node: cst.Call) -> cst.Call:
-    return cst.Call(func=cst.Name("_distributed_loader"), args=[cst.Arg(node)])
+    return reflowed(cst.Call(func=cst.Name("_distributed_loader"), args=[cst.Arg(node)]))
 
 
 def _sampled(
@@ -87,7 +87,7 @@ def _sampled(
         if not (len(args) > 1 and args[1].keyword is None):
             node = with_keyword(node, "batch_size", f"_per_process_batch({size})")
         node = with_keyword(node, "shuffle", "False")
-        return with_keyword(node, "sampler", sampler)
+        return reflowed(with_keyword(node, "sampler", sampler))
 
     said = f"`DataLoader({data}, ...)`: a DistributedSampler (shuffle={shuffled} moved into it)"
     edits = [
@@ -105,7 +105,14 @@ def _sampled(
                 "share of every epoch",
                 "missing-distributed-sampler",
                 stmt,
-                before=statements(f"{sampler} = {built}\n"),
+                before=[_reflowed_assign(f"{sampler} = {built}\n")],
             )
         )
     return edits
+
+
+def _reflowed_assign(line: str) -> cst.SimpleStatementLine:
+    """`name = call(...)` with a long call laid out one argument per line."""
+    stmt = statements(line)[0]
+    assign = stmt.body[0]
+    return stmt.with_changes(body=[assign.with_changes(value=reflowed(assign.value, 64))])

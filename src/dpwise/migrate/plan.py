@@ -8,7 +8,7 @@ import libcst as cst
 from dpwise.lint.cst import code
 from dpwise.migrate import helper
 from dpwise.migrate.accumulate import accumulation_edits
-from dpwise.migrate.edits import Edit, statements
+from dpwise.migrate.edits import Edit, indented, statements
 from dpwise.migrate.epochs import set_epoch_edits
 from dpwise.migrate.facts import Facts, dotted, read
 from dpwise.migrate.loaders import loader_edits
@@ -218,10 +218,7 @@ def _wraps(facts: Facts) -> list[Edit]:
         model = code(call.args[0].value)
         if id(call) in placed:
             model = f"{model}.to(device)"
-        new = cst.parse_expression(
-            f'DistributedDataParallel({model}, device_ids=[local_rank] if device.type == "cuda" '
-            f"else None) if dist.is_initialized() else {model}"
-        ).with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        new = indented(_ddp(model))
         edits.append(
             Edit(
                 "`nn.DataParallel(...)` -> `DistributedDataParallel(...)` under "
@@ -264,6 +261,20 @@ def _wrap_conditions(module: cst.Module, facts: Facts) -> list[Edit]:
     return edits
 
 
+def _ddp(model: str) -> str:
+    """The wrap under torchrun, the plain model alone, over several lines (in brackets)."""
+    return (
+        "(\n"
+        "    DistributedDataParallel(\n"
+        f"        {model},\n"
+        '        device_ids=[local_rank] if device.type == "cuda" else None,\n'
+        "    )\n"
+        "    if dist.is_initialized()\n"
+        f"    else {model}\n"
+        ")"
+    )
+
+
 def _guards(facts: Facts) -> list[Edit]:
     def rewrite(stmt: cst.SimpleStatementLine) -> cst.If:
         return cst.If(
@@ -298,9 +309,10 @@ def _state_dicts(facts: Facts, wrapped: set[str]) -> list[Edit]:
         else:
             continue
         new = cst.parse_expression(f'getattr({name}, "module", {name})')
+        verb = "loaded into" if call.func.attr.value == "load_state_dict" else "saved from"
         edits.append(
             Edit(
-                f"`{name}`'s weights saved unwrapped (no `module.` prefix)",
+                f"`{name}`'s weights {verb} the unwrapped model (no `module.` prefix)",
                 "wrapped-state-dict",
                 call,
                 lambda node, new=new: node.with_changes(func=node.func.with_changes(value=new)),
@@ -314,10 +326,7 @@ def _wrap_single(facts: Facts) -> list[Edit]:
     if facts.data_parallel:
         return []
     stmt, name = facts.placed_models[0]
-    line = (
-        f'{name} = DistributedDataParallel({name}, device_ids=[local_rank] if device.type == "cuda"'
-        f" else None) if dist.is_initialized() else {name}\n"
-    )
+    line = f"{name} = {_ddp(name)}\n"
     return [
         Edit(
             f"`{name}` wrapped in `DistributedDataParallel` under torchrun (gradients averaged "

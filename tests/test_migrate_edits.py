@@ -1,0 +1,210 @@
+"""The planner's placements and edits on small scripts: where the set-up and the teardown go,
+set_epoch for loaders reached indirectly, no_sync for accumulation, conditions around the wrap,
+checkpoints loaded into the unwrapped model. No process is started."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from dpwise.migrate import MigrationRefused, migrate_source
+
+
+def migrate(text: str) -> str:
+    code = migrate_source(textwrap.dedent(text)).code
+    ast.parse(code)
+    return code
+
+
+def body_of(code: str, function: str) -> str:
+    tree = ast.parse(code)
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function)
+    return ast.unparse(node)
+
+
+def test_set_up_goes_into_the_function_that_wraps_and_teardown_around_an_exiting_main():
+    code = migrate(
+        """
+        import sys
+        import torch
+        import torch.nn as nn
+
+        def main():
+            \"\"\"Train.\"\"\"
+            model = nn.DataParallel(nn.Linear(4, 2)).cuda()
+            return 0
+
+        if __name__ == "__main__":
+            sys.exit(main())
+        """
+    )
+    main = body_of(code, "main")
+    assert main.index('"""Train."""') < main.index("_dist_setup()")
+    tree = ast.parse(code)
+    assert not any(
+        isinstance(n, ast.Assign) and "_dist_setup" in ast.unparse(n) for n in tree.body
+    ), "set-up at module level runs on import"
+    guard = tree.body[-1]
+    assert isinstance(guard, ast.If) and isinstance(guard.body[0], ast.Try)
+    assert "_dist_teardown()" in ast.unparse(guard.body[0].finalbody)
+
+
+def test_set_epoch_reaches_a_global_loader_read_by_a_called_function():
+    code = migrate(
+        """
+        import torch
+        import torch.nn as nn
+        from torch.utils.data import DataLoader
+
+        trainloader = DataLoader(trainset, batch_size=32, shuffle=True)
+        net = nn.DataParallel(nn.Linear(4, 2).cuda())
+
+        def train(epoch):
+            for x, y in trainloader:
+                net(x).sum().backward()
+
+        for epoch in range(3, 10):
+            train(epoch)
+        """
+    )
+    assert "trainloader.sampler.set_epoch(epoch)" in code
+    assert "trainsampler = DistributedSampler(" in code and "sampler=trainsampler" in code
+
+
+def test_a_while_loop_over_passes_counts_them_with_next_epoch():
+    code = migrate(
+        """
+        import torch
+        import torch.nn as nn
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(data, batch_size=8, shuffle=True)
+        model = nn.DataParallel(nn.Linear(4, 2)).cuda()
+        step = 0
+        while step < 100:
+            for x, y in loader:
+                step += 1
+        """
+    )
+    loop = code[code.index("while step < 100:") :]
+    assert loop.splitlines()[1].strip() == "_next_epoch(loader)"
+    assert "def _next_epoch(loader):" in code
+    assert "def _no_sync_unless" not in code, "an optional helper the edits do not call"
+
+
+def test_accumulation_runs_the_micro_steps_under_no_sync():
+    code = migrate(
+        """
+        import torch
+        import torch.nn as nn
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(data, batch_size=8, shuffle=True)
+        model = nn.DataParallel(nn.Linear(4, 2)).cuda()
+        for epoch in range(2):
+            for i, (x, y) in enumerate(loader):
+                loss = model(x).sum() / 4
+                loss.backward()
+                if (i + 1) % 4 == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """
+    )
+    assert "_sync = (i + 1) % 4 == 0" in code
+    block = code[code.index("with _no_sync_unless(model, _sync):") :]
+    assert block.splitlines()[2].strip() == "loss.backward()"
+
+
+def test_accumulation_whose_condition_the_micro_step_sets_is_left_alone():
+    code = migrate(
+        """
+        import torch.nn as nn
+
+        model = nn.DataParallel(nn.Linear(4, 2)).cuda()
+        for epoch in range(2):
+            for x, y in loader:
+                loss = model(x).sum()
+                seen = seen + 1
+                loss.backward()
+                if seen % 4 == 0:
+                    optimizer.step()
+        """
+    )
+    assert "_no_sync_unless" not in code
+
+
+@pytest.mark.parametrize("test", ["torch.cuda.device_count() > 1", "n_gpu > 1", 'device == "cuda"'])
+def test_a_device_condition_around_the_wrap_becomes_is_initialized(test):
+    code = migrate(
+        f"""
+        import torch
+        import torch.nn as nn
+
+        model = nn.Linear(4, 2).cuda()
+        if {test}:
+            model = nn.DataParallel(model)
+        """
+    )
+    assert "if dist.is_initialized():" in code
+    assert f"if {test}:" not in code
+
+
+def test_checkpoints_load_into_and_save_from_the_unwrapped_model():
+    code = migrate(
+        """
+        import torch
+        import torch.nn as nn
+
+        net = nn.DataParallel(nn.Linear(4, 2).cuda())
+        net.load_state_dict(torch.load("ckpt.pth")["net"])
+        torch.save({"net": net.state_dict()}, "ckpt.pth")
+        """
+    )
+    assert 'getattr(net, "module", net).load_state_dict(' in code
+    assert '{"net": getattr(net, "module", net).state_dict()}' in code
+
+
+def test_a_dataloader_over_an_expression_is_rebuilt_not_built_twice():
+    code = migrate(
+        """
+        import torch.nn as nn
+        from torch.utils.data import DataLoader, TensorDataset
+
+        loader = DataLoader(TensorDataset(x, y), batch_size=64, shuffle=True)
+        model = nn.DataParallel(nn.Linear(4, 2)).cuda()
+        """
+    )
+    assert code.count("TensorDataset(x, y)") == 1
+    assert "_distributed_loader(" in code
+
+
+def test_spawn_imported_under_another_name_is_refused():
+    with pytest.raises(MigrationRefused) as refused:
+        migrate(
+            """
+            import torch.nn as nn
+            from torch.multiprocessing import spawn as launch
+
+            def work(rank):
+                nn.DataParallel(nn.Linear(4, 2)).cuda()
+
+            launch(work, nprocs=2)
+            """
+        )
+    assert any("`launch`" in r for r in refused.value.reasons)
+
+
+def test_long_lines_the_migration_writes_are_wrapped():
+    code = migrate(
+        """
+        import torch.nn as nn
+        from torch.utils.data import DataLoader
+
+        train_loader = DataLoader(train_set, batch_size=args.batch_size, shuffle=True)
+        model = nn.DataParallel(nn.Linear(4, 2)).cuda()
+        """
+    )
+    user = code[code.index("train_sampler = ") :]
+    assert max(len(line) for line in user.splitlines()) <= 100

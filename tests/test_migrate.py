@@ -58,8 +58,9 @@ def test_inline_loader_gets_a_sampler_and_the_saves_are_unwrapped(tmp_path):
     assert warnings(out) == []
     assert "wrapped-state-dict" in rules
     code = out.read_text()
-    assert "shuffle=False" in code and "DistributedSampler(dataset, " in code
-    assert "shuffle=True)" in code  # moved into the sampler
+    assert "shuffle=False" in code and "sampler=train_sampler" in code
+    sampler = code[code.index("train_sampler = DistributedSampler(") :].split("\n    )")[0]
+    assert "dataset," in sampler and "shuffle=True" in sampler  # moved into the sampler
     assert 'torch.save(getattr(model, "module", model).state_dict(), out)' in code
     assert "train_loader.sampler.set_epoch(epoch)" in code
 
@@ -75,8 +76,12 @@ def test_comments_and_formatting_outside_the_edits_are_kept(tmp_path):
     ):
         assert kept in original and kept in lines
     assert "        batch_size=_per_process_batch(32),  # the global batch" in lines
-    wrap = next(line for line in lines if line.startswith("    model = (DistributedDataParallel"))
-    assert wrap.endswith("else model.to(device))  # wrap for all GPUs")
+    wrap = lines.index("    model = (")
+    assert lines[wrap + 1 : wrap + 3] == [
+        "        DistributedDataParallel(",
+        "            model.to(device),",
+    ]
+    assert lines[wrap + 7] == "    )  # wrap for all GPUs"
 
 
 REFUSED = {
@@ -197,8 +202,8 @@ def test_single_process_script_gets_ddp_and_its_logging_is_guarded(tmp_path):
     assert warnings(out) == []
     lines = out.read_text().splitlines()
     wrap = lines.index("model = nn.Linear(8, 2).to(device)") + 1
-    assert lines[wrap].startswith("model = DistributedDataParallel(model, ")
-    assert lines[wrap].endswith(" if dist.is_initialized() else model")
+    assert lines[wrap : wrap + 3] == ["model = (", "    DistributedDataParallel(", "        model,"]
+    assert lines[wrap + 5 : wrap + 8] == ["    if dist.is_initialized()", "    else model", ")"]
     logged = lines.index('        logger.info("epoch %d", epoch)')
     assert lines[logged - 1] == "    if is_main_process():"
     assert rules.count("unguarded-rank-side-effect") == 2 and "wrapped-state-dict" in rules

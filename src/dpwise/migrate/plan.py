@@ -3,6 +3,8 @@ reasons it cannot be migrated safely)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from dpwise.lint.cst import code
@@ -198,7 +200,7 @@ def _placements(facts: Facts, local: set[int]) -> list[Edit]:
 
         def rewrite(node: cst.Call, device: str = device) -> cst.Call:
             func = node.func.with_changes(attr=cst.Name("to"))
-            return node.with_changes(func=func, args=[cst.Arg(cst.parse_expression(device))])
+            return node.with_changes(func=func, args=_on_device(node.args, device))
 
         edits.append(
             Edit(
@@ -211,14 +213,32 @@ def _placements(facts: Facts, local: set[int]) -> list[Edit]:
     return edits
 
 
+def _on_device(args: Sequence[cst.Arg], device: str) -> list[cst.Arg]:
+    """The arguments of `.cuda(...)` / `.to(...)` with the device replaced and the rest kept
+    (`non_blocking=True`, a dtype): `.cuda(0, non_blocking=True)` -> `.to(device, ...)`."""
+    value = cst.parse_expression(device)
+    rest = [a for a in args if a.keyword is not None and a.keyword.value != "device"]
+    positional = [a for a in args if a.keyword is None]
+    first = cst.Arg(value)
+    extra = positional[1:]  # `.to("cuda", torch.float16)`: the dtype stays
+    out = [first, *extra, *rest]
+    return [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in out]
+
+
 def _wraps(facts: Facts) -> list[Edit]:
     placed = {id(call.func.value) for call in facts.placements}
+    placed_names = {name for _, name in facts.placed_models}  # `model = Net().to(device)`
     edits = []
     for _, call, _ in facts.data_parallel:
-        model = code(call.args[0].value)
+        arg = call.args[0].value
+        model = code(arg)
         if id(call) in placed:
             model = f"{model}.to(device)"
-        new = indented(_ddp(model))
+        # DDP needs the module on this process's device when it wraps it (DataParallel did not:
+        # `model = nn.DataParallel(Net()); model.to("cuda")` is fine there, an error for DDP)
+        ready = id(call) in placed or _placed(arg) or model in placed_names
+        on_device = model if ready else f"{model}.to(device)"
+        new = indented(_ddp(model, on_device))
         edits.append(
             Edit(
                 "`nn.DataParallel(...)` -> `DistributedDataParallel(...)` under "
@@ -261,12 +281,20 @@ def _wrap_conditions(module: cst.Module, facts: Facts) -> list[Edit]:
     return edits
 
 
-def _ddp(model: str) -> str:
+def _placed(expr: cst.BaseExpression) -> bool:
+    return (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in ("to", "cuda")
+    )
+
+
+def _ddp(model: str, on_device: str | None = None) -> str:
     """The wrap under torchrun, the plain model alone, over several lines (in brackets)."""
     return (
         "(\n"
         "    DistributedDataParallel(\n"
-        f"        {model},\n"
+        f"        {on_device or model},\n"
         '        device_ids=[local_rank] if device.type == "cuda" else None,\n'
         "    )\n"
         "    if dist.is_initialized()\n"

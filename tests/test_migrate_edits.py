@@ -136,7 +136,7 @@ def test_accumulation_whose_condition_the_micro_step_sets_is_left_alone():
 
 
 @pytest.mark.parametrize("test", ["torch.cuda.device_count() > 1", "n_gpu > 1", 'device == "cuda"'])
-def test_a_device_condition_around_the_wrap_becomes_is_initialized(test):
+def test_a_device_condition_no_longer_decides_the_wrap(test):
     code = migrate(
         f"""
         import torch
@@ -147,8 +147,28 @@ def test_a_device_condition_around_the_wrap_becomes_is_initialized(test):
             model = nn.DataParallel(model)
         """
     )
-    assert "if dist.is_initialized():" in code
     assert f"if {test}:" not in code
+    tree = ast.parse(code)
+    assert any(
+        isinstance(n, ast.Assign) and "DistributedDataParallel" in ast.unparse(n) for n in tree.body
+    ), "the wrap is not at the top level"
+
+
+def test_the_wrap_moves_out_of_a_device_condition_that_does_more():
+    code = migrate(
+        """
+        import torch
+        import torch.nn as nn
+
+        model = nn.Linear(4, 2)
+        if torch.cuda.is_available():
+            where = torch.cuda.current_device()
+            model = nn.DataParallel(model).to(where)
+        """
+    )
+    guard = code[code.rindex("if torch.cuda.is_available():") :]
+    assert guard.splitlines()[1].strip() == "where = torch.cuda.current_device()"
+    assert guard.splitlines()[2] == "model = ("
 
 
 def test_checkpoints_load_into_and_save_from_the_unwrapped_model():

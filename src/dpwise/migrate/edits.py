@@ -90,7 +90,10 @@ class _Apply(cst.CSTTransformer):
         after = [s for e in edits for s in e.after]
         if isinstance(node, cst.Module):
             return _after_imports(node, original_node, after)
-        return cst.FlattenSentinel([*before, node, *after]) if before or after else node
+        if not (before or after):
+            return node
+        nodes = list(node.nodes) if isinstance(node, cst.FlattenSentinel) else [node]
+        return cst.FlattenSentinel([*before, *nodes, *after])
 
 
 def _after_imports(module: cst.Module, original: cst.Module, block: list) -> cst.Module:

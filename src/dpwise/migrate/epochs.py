@@ -37,11 +37,49 @@ def set_epoch_edits(module: cst.Module, facts: Facts) -> list[Edit]:
         ]
         if served:
             edits.append(_set_epoch(loop, loop.target.value, served))
+    served = {name for edit in edits for name in loaders if f"`{name}.sampler" in edit.what}
     for loop in facts.while_loops:
         passes = [n for n in _iterated(loop.body) if n in loaders]
         if passes and not _inside_epoch_loop(loop, facts):
             edits.append(_count_passes(loop, passes[0]))
+            served.add(passes[0])
+    owners = _functions(module)
+    for stmt, name in facts.loaders:
+        owner = owners.get(id(stmt))
+        if name not in served and owner is not None and name in _iterated(owner.body):
+            edits.append(_count_built(stmt, name))  # built anew on every call: `run_epoch()`
     return edits
+
+
+def _count_built(stmt: cst.SimpleStatementLine, loader: str) -> Edit:
+    return Edit(
+        f"`{NEXT_EPOCH}({loader})` after `{loader}` is built: a loader built on every call "
+        "counts the passes over its data set, so each pass has a new order",
+        "missing-set-epoch",
+        stmt,
+        after=statements(f"{NEXT_EPOCH}({loader})\n"),
+        needs=(NEXT_EPOCH,),
+    )
+
+
+def _functions(module: cst.Module) -> dict[int, cst.FunctionDef]:
+    """For every statement written in a function, the innermost function."""
+    owners: dict[int, cst.FunctionDef] = {}
+    stack: list[cst.FunctionDef] = []
+
+    class _Owners(cst.CSTVisitor):
+        def visit_FunctionDef(self, n: cst.FunctionDef) -> None:
+            stack.append(n)
+
+        def leave_FunctionDef(self, n: cst.FunctionDef) -> None:
+            stack.pop()
+
+        def visit_SimpleStatementLine(self, n: cst.SimpleStatementLine) -> None:
+            if stack:
+                owners[id(n)] = stack[-1]
+
+    module.visit(_Owners())
+    return owners
 
 
 def _set_epoch(loop: cst.For, epoch: str, served: list[str]) -> Edit:

@@ -31,9 +31,13 @@ class _Done(BaseException):
 def _fixed_order() -> None:
     from torch.utils.data import RandomSampler
 
+    passes: dict[int, int] = {}
+
     def __iter__(self):  # type: ignore[no-untyped-def]
-        epoch = getattr(self, "_verify_epoch", 0)
-        self._verify_epoch = epoch + 1
+        # the pass over this data set (a loader built anew every epoch counts on), as a
+        # shuffling loader draws a new order from the global generator on every pass
+        epoch = passes.get(id(self.data_source), 0)
+        passes[id(self.data_source)] = epoch + 1
         generator = torch.Generator()
         generator.manual_seed(epoch)
         yield from torch.randperm(len(self.data_source), generator=generator).tolist()

@@ -14,6 +14,7 @@ NAMES = (
     "_world_size",
     "is_main_process",
     "_next_epoch",
+    "_PASSES",
     "_no_sync_unless",
 )
 
@@ -128,14 +129,18 @@ def _distributed_loader(loader):
 OPTIONAL = {
     "_next_epoch": '''
 
+_PASSES = {}
+
+
 def _next_epoch(loader):
     """Before each pass over `loader`: its DistributedSampler's epoch is the number of passes
-    so far, so every pass has a new order, the same on every process."""
+    made so far over the same data set (a loader built anew every epoch counts on), so every
+    pass has a new order, the same on every process."""
     sampler = getattr(loader, "sampler", None)
     if isinstance(sampler, DistributedSampler):
-        passes = getattr(sampler, "_passes", 0)
-        sampler.set_epoch(passes)
-        sampler._passes = passes + 1
+        key = id(sampler.dataset)
+        sampler.set_epoch(_PASSES.get(key, 0))
+        _PASSES[key] = _PASSES.get(key, 0) + 1
 ''',
     "_no_sync_unless": '''
 

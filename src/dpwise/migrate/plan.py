@@ -253,7 +253,9 @@ def _wraps(facts: Facts) -> list[Edit]:
 
 def _wrap_conditions(module: cst.Module, facts: Facts) -> list[Edit]:
     """`if torch.cuda.device_count() > 1: model = nn.DataParallel(model)`: under torchrun each
-    process has one device, so the test becomes `dist.is_initialized()` (several processes)."""
+    process has one device, so a device test must not decide the wrap (the DDP wrap decides by
+    itself: `dist.is_initialized()`). An `if` that holds only the wrap becomes the wrap; else
+    the wrap moves after the `if`, and the rest of its body stays under the test."""
     wraps = [stmt for stmt, _, _ in facts.data_parallel]
     found: list[cst.If] = []
 
@@ -268,17 +270,30 @@ def _wrap_conditions(module: cst.Module, facts: Facts) -> list[Edit]:
         test = code(node.test)
         if node.orelse is not None or not any(w in test.lower() for w in (*_DEVICE_WORDS, "n_gpu")):
             continue
+        at = [i for i, stmt in enumerate(node.body.body) if stmt in wraps]
+        alone = len(at) == len(node.body.body)
         edits.append(
             Edit(
-                f"`if {test}:` around the wrap -> `if dist.is_initialized():` (under torchrun "
-                "each process has one device: the model is wrapped whenever processes train "
-                "together)",
+                f"the wrap under `if {test}:` "
+                + ("runs unconditionally" if alone else "moves after that `if`")
+                + ": under torchrun each process has one device, and the DDP wrap applies "
+                "whenever processes train together (`dist.is_initialized()`)",
                 "data-parallel-usage",
                 node,
-                lambda n: n.with_changes(test=cst.parse_expression("dist.is_initialized()")),
+                lambda n, at=at, alone=alone: _unconditional(n, at, alone),
             )
         )
     return edits
+
+
+def _unconditional(node: cst.If, at: list[int], alone: bool):  # type: ignore[no-untyped-def]
+    body = list(node.body.body)
+    moved = [body[i] for i in at]
+    moved[0] = moved[0].with_changes(leading_lines=node.leading_lines)
+    if alone:
+        return cst.FlattenSentinel(moved)
+    kept = [s for i, s in enumerate(body) if i not in at]
+    return cst.FlattenSentinel([node.with_changes(body=node.body.with_changes(body=kept)), *moved])
 
 
 def _placed(expr: cst.BaseExpression) -> bool:

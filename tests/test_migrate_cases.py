@@ -115,10 +115,17 @@ def test_refuse_case_is_refused_and_nothing_is_written(script: Path, tmp_path: P
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", OK, ids=[p.stem for p in OK])
-def test_ok_case_verifies_as_the_same_model(script: Path):
+def test_ok_case_verifies_as_the_same_model_and_still_runs_alone(script: Path, tmp_path: Path):
     from dpwise.migrate import migrate_source
     from dpwise.migrate.verify import verify
 
-    verdict = verify(script, migrate_source(script.read_text()).code, steps=4)
+    code = migrate_source(script.read_text()).code
+    verdict = verify(script, code, steps=4)
     assert verdict.same, (script.name, verdict)
     assert verdict.moved > 1e-4, "the runs did not train"
+    for sibling in script.parent.glob("*.json"):  # a config file read from beside the script
+        (tmp_path / sibling.name).write_text(sibling.read_text())
+    (tmp_path / script.name).write_text(code)
+    alone = run_case(tmp_path / script.name, tmp_path)  # no torchrun: one process, as before
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    assert_weights(tmp_path / "weights.pt")

@@ -228,3 +228,24 @@ def test_long_lines_the_migration_writes_are_wrapped():
     )
     user = code[code.index("train_sampler = ") :]
     assert max(len(line) for line in user.splitlines()) <= 100
+
+
+def test_migrate_never_replaces_a_device_or_pipe_given_as_out(tmp_path):
+    import os
+
+    from conftest import run_cli
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    script = tmp_path / "train.py"
+    script.write_text("import torch.nn as nn\nmodel = nn.DataParallel(nn.Linear(2, 2)).cuda()\n")
+    done = run_cli("migrate", str(script), "-o", str(pipe))
+    assert done.returncode == 2 and "not a regular file" in done.stderr
+    assert pipe.is_fifo()
+    same = run_cli("migrate", str(script), "-o", str(script))
+    assert same.returncode == 2 and "the script itself" in same.stderr
+    binary = tmp_path / "blob.py"
+    binary.write_bytes(b"\xff\xfe\x00 not text")
+    done = run_cli("migrate", str(binary))
+    assert done.returncode == 2 and "not UTF-8" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -45,6 +45,8 @@ def atomic_files(*paths: Path, fsync: bool = False, mode: int = 0o644) -> Iterat
     where = paths[0]  # the file a failure is reported for
     try:
         for where in paths:
+            if where.exists() and not where.is_file():  # a device, a pipe, a folder
+                raise IsADirectoryError(errno.EISDIR, "not a regular file", str(where))
             # the writer's pid in the name: see remove_stale_temporaries
             prefix = f".{where.name}.{os.getpid()}{_PID_END}"
             where.parent.mkdir(parents=True, exist_ok=True)

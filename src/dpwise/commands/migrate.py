@@ -56,6 +56,15 @@ def run(args: argparse.Namespace) -> int:
         raise DpwiseError(
             f"cannot read {args.script}: {exc.strerror}; give a readable script"
         ) from None
+    except UnicodeDecodeError:
+        raise DpwiseError(
+            f"{args.script} is not UTF-8 text: give a Python training script"
+        ) from None
+    if args.out is not None and args.out.resolve() == args.script.resolve():
+        raise DpwiseError(
+            f"-o {args.out} is the script itself: write the migrated script to a new file "
+            "(the original stays, to compare against and to --verify)"
+        )
     try:
         result = migrate_source(text)
     except MigrationRefused as refused:
@@ -77,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
 def _emit(args: argparse.Namespace, text: str, code: str) -> None:
     """The migrated script: a diff, a file written atomically (-o), or the text on stdout."""
     from dpwise.atomic import atomic_write_text
+    from dpwise.errors import DpwiseError
 
     if args.diff:
         name = str(args.script)
@@ -89,6 +99,11 @@ def _emit(args: argparse.Namespace, text: str, code: str) -> None:
             )
         )
     elif args.out is not None:
-        atomic_write_text(args.out, code)
+        try:
+            atomic_write_text(args.out, code)
+        except OSError as exc:
+            raise DpwiseError(
+                f"cannot write {args.out}: {exc.strerror}; choose a writable path for -o"
+            ) from None
     else:
         sys.stdout.write(code)

@@ -1,6 +1,7 @@
 """`dpwise migrate --verify`: the original and the migrated script trained for a few steps under
 torchrun (2 processes, gloo on the CPU) through `dpwise.migrate.harness`, and their final
-parameters compared."""
+parameters compared; with what in the model makes them differ by design (BatchNorm, random
+layers), as the migrated run's rank 0 found it."""
 
 from __future__ import annotations
 

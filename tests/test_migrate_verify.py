@@ -96,6 +96,14 @@ def test_without_a_watched_forward_random_layers_are_found_by_class():
     assert owning_models(torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=0.1)) == []
 
 
+def test_a_model_off_the_cpu_is_not_watched():
+    model = Net().to("meta")
+    watch = Watch()
+    watch.start(torch.optim.SGD(model.parameters(), lr=0.1))
+    model(torch.randn(6, 4, device="meta"))
+    assert watch.causes()["found_by"] == "class"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "named"),

@@ -5,7 +5,8 @@ inside the run by `dpwise.migrate.harness` (the same findings `dpwise compare` n
   statistics of its own share of the global batch;
 - random layers: the modules that drew from a global random generator during one training
   forward (Dropout, DropPath, a functional dropout, noise), each process drawing its own numbers
-  for its own rows. Where no forward could be watched (a run of one step), Dropout by class.
+  for its own rows. Where no forward could be watched (a run of one step, a model on a GPU),
+  Dropout by class.
 
 Watching reads the random generators and digests activations; it changes nothing the script
 computes.
@@ -72,7 +73,12 @@ class Watch:
 
     def start(self, optimizer: Any) -> None:
         self.models = owning_models(optimizer)
-        self._recorders = [CallRecorder(m).__enter__() for m in self.models]
+        self._recorders = [CallRecorder(m) for m in self.models]
+        # the watch reads the CPU's generators, and DataParallel's threads on several GPUs would
+        # interleave the calls: a model off the CPU keeps the layer classes
+        if all(p.device.type == "cpu" for m in self.models for p in m.parameters()):
+            for recorder in self._recorders:
+                recorder.__enter__()
 
     def stop(self) -> None:
         for recorder in self._recorders:

@@ -12,7 +12,7 @@ from torch import nn
 from conftest import run_cli
 from dpwise.diagnosis.layers import Layer
 from dpwise.migrate.causes import Watch, owning_models
-from dpwise.migrate.verify import Verdict
+from dpwise.migrate.verify import Verdict, _cause
 from dpwise.report.migrate_text import render_verdict
 
 SCRIPT = Path(__file__).parent / "fixtures_migrate" / "dp_layers.py"
@@ -138,3 +138,9 @@ def test_a_run_that_fails_or_never_steps_is_one_line_exit_2_and_nothing_written(
     expected = f"dpwise: error: --verify: the original dp_layers.py {FAILED[kind]}"
     assert done.stderr.strip().splitlines() == [expected]
     assert done.stdout == "" and not out.exists()
+
+
+def test_the_harness_line_is_found_when_two_workers_wrote_it_at_once():
+    said = "it ended without an optimizer step (no optimizer.step() was reached)"
+    stderr = f"W1130 some warning\ndpwise-verify: {said}dpwise-verify: {said}\nE1130 failed\n"
+    assert _cause(stderr, 4) == f"did not reach 4 steps under torchrun: {said}"

@@ -90,7 +90,7 @@ def _cause(stderr: str, steps: int) -> str:
     worker's traceback, else the last line that says something."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip().strip("=")]
     lines = [line for line in lines if not line.startswith("torch.distributed.elastic")]
-    short = [line.split(MARK, 1)[1].strip() for line in lines if MARK in line]
+    short = [part.strip() for line in lines if MARK in line for part in line.split(MARK)[1:]]
     if short:
         return f"did not reach {steps} steps under torchrun: {short[-1]}"
     errors = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b", line)]

@@ -19,7 +19,8 @@ from dpwise.compare.document import Results
 from dpwise.compare.records import Json, Run
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.verdict import claims, recommend
-from dpwise.diagnosis import Layer, ModelProbe, probe_workload
+from dpwise.diagnosis import ModelProbe, probe_workload
+from dpwise.diagnosis.layers import batchnorm_layers, dropout_layers
 from dpwise.hardware import Hardware, gpu_names
 from dpwise.projection import section as projection
 from dpwise.strategies import one_process_many_devices, one_process_per_device, traits
@@ -63,19 +64,8 @@ def diagnose(
     """What breaks equivalence: BatchNorm by class (on the meta-device model), random layers and
     unused parameters by running the model (the probe), Dropout by class where the probe could not
     run."""
-    bn = [
-        Layer(n, type(m).__name__)
-        for n, m in model.named_modules()
-        if isinstance(m, nn.modules.batchnorm._BatchNorm)
-    ]
-    random_layers = probe.stochastic
-    if probe.skipped is not None:
-        random_layers = [
-            Layer(n, type(m).__name__)
-            for n, m in model.named_modules()
-            if (isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0)
-            or (isinstance(m, nn.MultiheadAttention) and m.dropout > 0)
-        ]
+    bn = batchnorm_layers(model)
+    random_layers = probe.stochastic if probe.skipped is None else dropout_layers(model)
     return checks.Diagnosis(
         bn, random_layers, "mean", precision, probe.unused, ddp_options, probe.skipped
     )

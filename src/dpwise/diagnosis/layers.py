@@ -29,6 +29,26 @@ def layers_of(model: nn.Module, names: Iterable[str]) -> list[Layer]:
     return [Layer(n, type(m).__name__) for n, m in model.named_modules() if n in wanted]
 
 
+def batchnorm_layers(model: nn.Module) -> list[Layer]:
+    """Layers that normalise with the statistics of the batch they see (each process's share)."""
+    return [
+        Layer(n, type(m).__name__)
+        for n, m in model.named_modules()
+        if isinstance(m, nn.modules.batchnorm._BatchNorm)
+    ]
+
+
+def dropout_layers(model: nn.Module) -> list[Layer]:
+    """Random layers found by class (Dropout with p > 0, attention dropout): the fallback where
+    the model's forward could not be watched."""
+    return [
+        Layer(n, type(m).__name__)
+        for n, m in model.named_modules()
+        if (isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0)
+        or (isinstance(m, nn.MultiheadAttention) and m.dropout > 0)
+    ]
+
+
 def _group_text(kind: str, members: list[Layer]) -> str:
     count = len(members)
     noun = f"{kind} layer" if kind else "layer"

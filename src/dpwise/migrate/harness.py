@@ -8,7 +8,8 @@ What it fixes, from the environment (the script is never changed):
   script's global batches;
 - DPWISE_VERIFY_STEPS: after that many optimizer steps the run stops; rank 0 saves the
   optimizer's parameters before the first step and after the last, in order, to
-  DPWISE_VERIFY_OUT (names are not needed: a wrapper does not change the order);
+  DPWISE_VERIFY_OUT (names are not needed: a wrapper does not change the order), with what in
+  the model can make parallel runs differ (`dpwise.migrate.causes`: BatchNorm, random layers);
 - DPWISE_VERIFY_PATH: the folder the original script lives in (for its sibling imports);
 - on a machine without CUDA, `cuda` placements run on the CPU (`.cuda()`, `.to(0)`,
   `device_count() == 1`) so that a GPU script can be checked here.
@@ -22,6 +23,8 @@ import runpy
 import sys
 
 import torch
+
+MARK = "dpwise-verify:"  # starts the line that says why a run ended too early
 
 
 class _Done(BaseException):
@@ -68,30 +71,41 @@ def _params(optimizer) -> list[torch.Tensor]:  # type: ignore[no-untyped-def]
     return [p.detach().cpu().clone() for g in optimizer.param_groups for p in g["params"]]
 
 
-def _stop_after(steps: int, out: str) -> None:
+def _stop_after(steps: int, out: str) -> list[int]:
+    """Hooks every optimizer; the list returned counts the steps taken."""
     from torch.optim.optimizer import (
         register_optimizer_step_post_hook,
         register_optimizer_step_pre_hook,
     )
 
+    from dpwise.migrate.causes import Watch
+
     done: list[int] = []
     initial: list[list[torch.Tensor]] = []
+    main = int(os.environ.get("RANK", "0")) == 0
+    watch = Watch()
 
     def before(optimizer, args, kwargs):  # type: ignore[no-untyped-def]
         if not initial:
             initial.append(_params(optimizer))
+            if main:
+                watch.start(optimizer)
 
     def after(optimizer, args, kwargs):  # type: ignore[no-untyped-def]
         done.append(1)
+        if len(done) == 2:  # the forwards between the first two steps were watched
+            watch.stop()
         if len(done) < steps:
             return
-        if int(os.environ.get("RANK", "0")) == 0:
-            state = {"initial": initial[0], "final": _params(optimizer), **_together()}
-            torch.save(state, out)
+        if main:
+            final = _params(optimizer)
+            state = {"initial": initial[0], "final": final, "causes": watch.causes()}
+            torch.save({**state, **_together()}, out)
         raise _Done
 
     register_optimizer_step_pre_hook(before)
     register_optimizer_step_post_hook(after)
+    return done
 
 
 def _together() -> dict[str, int]:
@@ -164,7 +178,8 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, os.environ.get("DPWISE_VERIFY_PATH") or os.path.dirname(script))
     torch.manual_seed(int(os.environ.get("DPWISE_VERIFY_SEED", "0")))
     _fixed_order()
-    _stop_after(int(os.environ["DPWISE_VERIFY_STEPS"]), os.environ["DPWISE_VERIFY_OUT"])
+    steps = int(os.environ["DPWISE_VERIFY_STEPS"])
+    done = _stop_after(steps, os.environ["DPWISE_VERIFY_OUT"])
     _cpu_stand_in()
     sys.argv = list(argv)
     try:
@@ -172,7 +187,18 @@ def main(argv: list[str]) -> int:
     except _Done:
         _leave_group()
         return 0
-    raise SystemExit(f"{script} ended before {os.environ['DPWISE_VERIFY_STEPS']} steps")
+    if int(os.environ.get("RANK", "0")) != 0:
+        raise SystemExit(3)  # rank 0 says why: two processes' lines would interleave
+    raise SystemExit(f"{MARK} {_short(len(done), steps)}")
+
+
+def _short(taken: int, steps: int) -> str:
+    if taken == 0:
+        return "it ended without an optimizer step (no optimizer.step() was reached)"
+    return (
+        f"it ended after {taken} of {steps} optimizer steps: give it more data or epochs "
+        f"through --script-args, or lower --verify-steps to {taken}"
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """`dpwise migrate --verify`: the original and the migrated script trained for a few steps under
 torchrun (2 processes, gloo on the CPU) through `dpwise.migrate.harness`, and their final
-parameters compared."""
+parameters compared; with what in the model makes them differ by design (BatchNorm, random
+layers), as the migrated run's rank 0 found it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from dpwise.diagnosis.layers import Layer
 from dpwise.errors import DpwiseError
+from dpwise.migrate.harness import MARK
 
 TOLERANCE = 1e-5
 
@@ -23,10 +26,23 @@ class Verdict:
     nproc: int
     max_abs_diff: float  # between the two runs' final parameters
     moved: float  # the largest change of a parameter in the original run: training happened
+    # what in the model makes the runs differ by design (found in the migrated run, rank 0)
+    batchnorm: tuple[Layer, ...] = ()
+    stochastic: tuple[Layer, ...] = ()
+    found_by: str = "running"  # how the random layers were found: "running" or "class"
 
     @property
     def same(self) -> bool:
         return self.max_abs_diff <= TOLERANCE
+
+    @property
+    def explained(self) -> bool:
+        """A difference has a named cause that is no migration error."""
+        return bool(self.batchnorm or self.stochastic)
+
+
+def _layers(causes: dict, key: str) -> tuple[Layer, ...]:  # type: ignore[type-arg]
+    return tuple(Layer(d["name"], d["kind"]) for d in causes.get(key, []))
 
 
 def _launch(
@@ -64,16 +80,24 @@ def _launch(
         check=False,
     )
     if done.returncode != 0 or not out.exists():
-        why = _cause(done.stderr)
-        raise DpwiseError(f"{script.name} failed under torchrun ({why}); run it by hand to see why")
+        raise _Failed(_cause(done.stderr, steps))
 
 
-def _cause(stderr: str) -> str:
-    """The exception line of a worker's traceback, or the last line that says something."""
+class _Failed(Exception):
+    """A run that crashed or ended before its steps: what its output says, in one line."""
+
+
+def _cause(stderr: str, steps: int) -> str:
+    """The harness's own line when the script ended too early, else the exception line of a
+    worker's traceback, else the last line that says something."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip().strip("=")]
     lines = [line for line in lines if not line.startswith("torch.distributed.elastic")]
+    short = [part.strip() for line in lines if MARK in line for part in line.split(MARK)[1:]]
+    if short:
+        return f"did not reach {steps} steps under torchrun: {short[-1]}"
     errors = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b", line)]
-    return (errors or lines or ["no output"])[-1]
+    why = (errors or lines or ["no output"])[-1]
+    return f"failed under torchrun ({why}); run it by hand to see why"
 
 
 def verify(
@@ -95,7 +119,10 @@ def verify(
         for name, script in (("original", original.resolve()), ("migrated", migrated)):
             (folder / name).mkdir()
             out = folder / name / "verify-params.pt"
-            _launch(script, list(args or []), home, out, steps, nproc, timeout)
+            try:
+                _launch(script, list(args or []), home, out, steps, nproc, timeout)
+            except _Failed as failed:
+                raise DpwiseError(f"--verify: the {name} {original.name} {failed}") from None
             runs[name] = torch.load(out, weights_only=True)
     if runs["migrated"].get("world_size", nproc) != nproc or not runs["migrated"].get(
         "ddp_models", 1
@@ -112,4 +139,13 @@ def verify(
     moved = max(
         (x - y).abs().max().item() for x, y in zip(a, runs["original"]["initial"], strict=True)
     )
-    return Verdict(steps=steps, nproc=nproc, max_abs_diff=diff, moved=moved)
+    causes = runs["migrated"].get("causes") or {}
+    return Verdict(
+        steps=steps,
+        nproc=nproc,
+        max_abs_diff=diff,
+        moved=moved,
+        batchnorm=_layers(causes, "batchnorm"),
+        stochastic=_layers(causes, "stochastic"),
+        found_by=causes.get("found_by", "running"),
+    )

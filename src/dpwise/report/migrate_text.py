@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from dpwise.diagnosis.layers import group
 from dpwise.migrate.edits import Edit
 
 
@@ -27,13 +28,57 @@ def render_refusal(script: str, reasons: Sequence[str]) -> str:
 
 
 def render_verdict(verdict) -> str:  # type: ignore[no-untyped-def]
-    """One line: the two runs' largest parameter difference against the tolerance."""
+    """The two runs' largest parameter difference against the tolerance; when they differ, what
+    in the model makes them differ by design, or, when nothing does, where to look."""
     from dpwise.migrate.verify import TOLERANCE
 
     word = "same model" if verdict.same else "DIFFERENT models"
-    return (
+    if not verdict.same and verdict.explained:
+        word += ", as expected for this model"
+    head = (
         f"verify: {word}: after {verdict.steps} steps the original (each process alone) and "
         f"the migrated script ({verdict.nproc} processes, gloo) differ by at most "
         f"{verdict.max_abs_diff:.2e} (tolerance {TOLERANCE:.0e}); training moved a parameter "
         f"by up to {verdict.moved:.2e}"
+    )
+    if verdict.same:
+        return head
+    why = _causes(verdict) if verdict.explained else [_unexplained(verdict)]
+    return "\n".join([head, *(f"  {line}" for line in why)])
+
+
+def _causes(verdict) -> list[str]:  # type: ignore[no-untyped-def]
+    lines = []
+    if verdict.batchnorm:
+        lines.append(
+            f"BatchNorm ({group(verdict.batchnorm)}): each process normalises with the "
+            "statistics of its own share of the global batch, the original with the whole "
+            "batch. For the same statistics convert them after building the model: "
+            "model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)."
+        )
+    if verdict.stochastic:
+        found = "found by running the model" if verdict.found_by == "running" else "by class name"
+        lines.append(
+            f"random layers ({group(verdict.stochastic)}; {found}): each process draws its own "
+            "random numbers for its own rows, so no mask equals the original's for the same "
+            "rows; training with them is fine, the runs only differ by chance."
+        )
+    lines.append(
+        "This difference is not a migration error; the parameters can only be compared "
+        "within 1e-5 for a model without these layers (or with them in eval mode / p=0)."
+    )
+    return lines
+
+
+def _unexplained(verdict) -> str:  # type: ignore[no-untyped-def]
+    how = (
+        "a training forward was watched"
+        if verdict.found_by == "running"
+        else "only layer classes were read: raise --verify-steps to 2 or more to watch a forward"
+    )
+    return (
+        f"Nothing in the model explains it: no BatchNorm and no random layer ({how}). Look at "
+        "what the harness cannot fix: data order from a custom sampler or from shuffling or "
+        "random augmentation inside the dataset, a loss summed or divided by a batch size by hand "
+        "(use reduction='mean'), or an edit that changes what each process trains on."
     )

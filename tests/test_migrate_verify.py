@@ -1,0 +1,146 @@
+"""`dpwise migrate --verify` names what in the model makes the runs differ by design (BatchNorm,
+random layers), says plainly when nothing does, and fails in one line when a run fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from conftest import run_cli
+from dpwise.diagnosis.layers import Layer
+from dpwise.migrate.causes import Watch, owning_models
+from dpwise.migrate.verify import Verdict, _cause
+from dpwise.report.migrate_text import render_verdict
+
+SCRIPT = Path(__file__).parent / "fixtures_migrate" / "dp_layers.py"
+
+
+def verdict(diff: float, **causes) -> Verdict:
+    return Verdict(steps=4, nproc=2, max_abs_diff=diff, moved=0.04, **causes)
+
+
+def test_same_model_is_one_line():
+    text = render_verdict(verdict(3e-8, batchnorm=(Layer("bn", "BatchNorm1d"),)))
+    assert text.startswith("verify: same model: after 4 steps")
+    assert "\n" not in text and "BatchNorm" not in text
+
+
+def test_a_difference_with_causes_names_them_and_is_no_migration_error():
+    bn = tuple(Layer(f"layer{i}.bn", "BatchNorm2d") for i in range(2))
+    text = render_verdict(verdict(8e-3, batchnorm=bn, stochastic=(Layer("head.drop", "Dropout"),)))
+    head, *why = text.splitlines()
+    assert head.startswith("verify: DIFFERENT models, as expected for this model: after 4 steps")
+    assert "differ by at most 8.00e-03 (tolerance 1e-05)" in head
+    assert why[0].startswith("  BatchNorm (2 BatchNorm2d layers: layer0.bn, layer1.bn): ")
+    assert "SyncBatchNorm.convert_sync_batchnorm" in why[0]
+    assert why[1].startswith("  random layers (1 Dropout layer: head.drop; found by running")
+    assert "not a migration error" in why[2]
+
+
+def test_a_difference_without_cause_says_so_and_where_to_look():
+    head, why = render_verdict(verdict(2e-2)).splitlines()
+    assert head.startswith("verify: DIFFERENT models: after 4 steps")
+    assert "as expected" not in head
+    assert why.startswith("  Nothing in the model explains it: no BatchNorm and no random layer")
+    assert "data order" in why and "reduction='mean'" in why
+    assert "raise --verify-steps" in render_verdict(verdict(2e-2, found_by="class"))
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(0.5))
+        self.frozen = nn.BatchNorm1d(8).eval()
+        self.synced = nn.SyncBatchNorm(8)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        h = self.frozen(self.body(x))
+        return self.head(h * (torch.rand_like(h) > 0.1))  # noise drawn in the model's own forward
+
+
+def _train(watch: Watch | None) -> torch.Tensor:
+    torch.manual_seed(0)
+    model = nn.DataParallel(Net())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    if watch is not None:
+        watch.start(optimizer)
+    outputs = [model(torch.randn(6, 4)) for _ in range(2)]
+    return torch.cat(outputs)
+
+
+def test_watch_finds_the_model_and_its_causes_without_changing_what_it_computes():
+    watch = Watch()
+    watched = _train(watch)
+    assert [type(m).__name__ for m in watch.models] == ["Net"]  # unwrapped, the outermost
+    causes = watch.causes()
+    assert causes["batchnorm"] == [{"name": "body.1", "kind": "BatchNorm1d"}]  # not eval, not sync
+    assert causes["stochastic"] == [
+        {"name": "", "kind": "Net"},
+        {"name": "body.2", "kind": "Dropout"},
+    ]
+    assert causes["found_by"] == "running"
+    assert torch.equal(watched, _train(None))
+
+
+def test_without_a_watched_forward_random_layers_are_found_by_class():
+    model = Net()
+    watch = Watch()
+    watch.start(torch.optim.SGD(model.parameters(), lr=0.1))
+    causes = watch.causes()
+    assert causes["found_by"] == "class"
+    assert causes["stochastic"] == [{"name": "body.2", "kind": "Dropout"}]
+    assert owning_models(torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=0.1)) == []
+
+
+def test_a_model_off_the_cpu_is_not_watched():
+    model = Net().to("meta")
+    watch = Watch()
+    watch.start(torch.optim.SGD(model.parameters(), lr=0.1))
+    model(torch.randn(6, 4, device="meta"))
+    assert watch.causes()["found_by"] == "class"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("kind", "named"),
+    [("batchnorm", "  BatchNorm (1 BatchNorm1d layer: 1): "), ("dropout", "  random layers (1 ")],
+)
+def test_verify_names_the_layer_that_makes_the_runs_differ(tmp_path, kind, named):
+    out = tmp_path / "ddp.py"
+    done = run_cli("migrate", str(SCRIPT), "-o", str(out), "--verify", "--script-args", kind)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("verify: "))
+    assert lines[head].startswith("verify: DIFFERENT models, as expected for this model")
+    assert lines[head + 1].startswith(named)
+    assert "not a migration error" in lines[-1]
+    assert out.exists()
+
+
+FAILED = {
+    "crash": "failed under torchrun (RuntimeError: the data file is corrupt); run it by hand to "
+    "see why",
+    "nostep": "did not reach 4 steps under torchrun: it ended without an optimizer step "
+    "(no optimizer.step() was reached)",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(FAILED))
+def test_a_run_that_fails_or_never_steps_is_one_line_exit_2_and_nothing_written(tmp_path, kind):
+    out = tmp_path / "ddp.py"
+    done = run_cli("migrate", str(SCRIPT), "-o", str(out), "--verify", "--script-args", kind)
+    assert done.returncode == 2
+    expected = f"dpwise: error: --verify: the original dp_layers.py {FAILED[kind]}"
+    assert done.stderr.strip().splitlines() == [expected]
+    assert done.stdout == "" and not out.exists()
+
+
+def test_the_harness_line_is_found_when_two_workers_wrote_it_at_once():
+    said = "it ended without an optimizer step (no optimizer.step() was reached)"
+    stderr = f"W1130 some warning\ndpwise-verify: {said}dpwise-verify: {said}\nE1130 failed\n"
+    assert _cause(stderr, 4) == f"did not reach 4 steps under torchrun: {said}"

@@ -2,7 +2,9 @@
 # The CUDA paths on the GPUs of this machine, in one pass: what torch sees, the GPU tests
 # (tests/test_gpu.py: single, dp and ddp agree on CUDA; ddp uses nccl; peak memory per GPU),
 # a refusal of more ddp workers than GPUs, and two `dpwise compare` runs (the embedded default
-# model, and torchvision's resnet50 in bf16 when torchvision imports). Each step has a time
+# model, and torchvision's resnet50 in bf16 when torchvision imports), then the guide's
+# dp_train.py migrated by `dpwise migrate` and run on the GPU (alone and under torchrun with
+# nccl) and verified (on the CPU). Each step has a time
 # limit; a step that fails is reported and the next one still runs.
 #
 #   bench/gpu_check.sh OUTDIR        (PYTHON=... to choose the interpreter; default python3)
@@ -43,5 +45,16 @@ print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda
     else
         echo "== torchvision does not import here: resnet50 compare skipped"
     fi
+    mig="$out/runs/migrate"
+    mkdir -p "$mig"
+    cp tests/fixtures_migrate/dp_train.py tests/fixtures_migrate/common.py "$mig/"
+    step "migrate the guide's dp_train.py" 60 \
+        "$py" -m dpwise migrate "$mig/dp_train.py" -o "$mig/ddp_train.py"
+    step "the original on the GPU (DataParallel)" 120 bash -c "cd '$mig' && '$py' dp_train.py"
+    step "the migrated script alone" 120 bash -c "cd '$mig' && '$py' ddp_train.py"
+    step "the migrated script under torchrun ($gpus process(es), nccl)" 120 bash -c \
+        "cd '$mig' && '$py' -m torch.distributed.run --standalone --nproc_per_node=$gpus ddp_train.py"
+    step "migrate --verify here (it runs on the CPU, gloo)" 150 \
+        "$py" -m dpwise migrate "$mig/dp_train.py" --verify -o "$mig/verified.py"
 } 2>&1 | tee "$out/log.txt"
 tar -czf "$out/runs.tgz" --exclude='*.pt' -C "$out" runs && rm -rf "$out/runs"

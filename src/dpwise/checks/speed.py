@@ -97,7 +97,7 @@ def _finding(faster: list[Run], unsure: list[Run], parallel: list[Run], drift: l
 
 def _costs(costly: list[Run], single: Run) -> str:
     return "".join(
-        f"; {r.label} does single's work at {r.speedup_vs_single:.2f}× its speed: "
+        f"; {r.label} does single's work at {compare(r, single).ratio:.2f}× its speed: "
         f"{(r.epoch_seconds.median - single.epoch_seconds.median) * 1000:.0f} ms more per epoch "
         f"of {single.epoch_seconds.median * 1000:.0f} ms, its wrapper's fixed cost"
         for r in costly

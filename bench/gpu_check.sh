@@ -47,7 +47,7 @@ print("torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda
     fi
     mig="$out/runs/migrate"
     mkdir -p "$mig"
-    cp tests/fixtures_migrate/dp_train.py tests/fixtures_migrate/common.py "$mig/"
+    cp tests/lint_cases/guide/dp_train.py tests/lint_cases/guide/common.py "$mig/"
     step "migrate the guide's dp_train.py" 60 \
         "$py" -m dpwise migrate "$mig/dp_train.py" -o "$mig/ddp_train.py"
     step "the original on the GPU (DataParallel)" 120 bash -c "cd '$mig' && '$py' dp_train.py"

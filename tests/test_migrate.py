@@ -17,6 +17,7 @@ from dpwise.lint import lint_paths
 from dpwise.migrate import MigrationRefused, migrate_source
 
 HERE = Path(__file__).parent / "fixtures_migrate"
+GUIDE = Path(__file__).parent / "lint_cases" / "guide"  # the guide's scripts, as it prints them
 RULES = {
     "missing-set-device",
     "ddp-before-init-process-group",
@@ -29,9 +30,9 @@ RULES = {
 
 
 def migrated(tmp_path: Path, name: str) -> tuple[Path, list[str]]:
-    for helper in HERE.glob("*.py"):
+    for helper in [*HERE.glob("*.py"), GUIDE / "common.py", GUIDE / "dp_train.py"]:
         shutil.copy(helper, tmp_path / helper.name)
-    result = migrate_source((HERE / name).read_text())
+    result = migrate_source((tmp_path / name).read_text())
     out = tmp_path / name.replace(".py", "_ddp.py")
     out.write_text(result.code)
     return out, [edit.rule for edit in result.edits]
@@ -42,7 +43,7 @@ def warnings(path: Path) -> list[str]:
 
 
 def test_guide_dp_train_lints_clean_after_migration(tmp_path):
-    assert warnings(HERE / "dp_train.py")  # the original is flagged
+    assert warnings(GUIDE / "dp_train.py")  # the original is flagged
     out, rules = migrated(tmp_path, "dp_train.py")
     ast.parse(out.read_text())
     assert set(rules) >= RULES
@@ -129,7 +130,7 @@ def test_nothing_to_migrate_is_refused():
 
 
 def test_cli_diff_and_edit_list(tmp_path):
-    done = run_cli("migrate", str(HERE / "dp_train.py"), "--diff")
+    done = run_cli("migrate", str(GUIDE / "dp_train.py"), "--diff")
     assert done.returncode == 0, done.stderr
     assert "+    rank, world_size, local_rank, device = _dist_setup()\n" in done.stdout
     assert "-    dp_model = nn.DataParallel(model, device_ids=device_ids)\n" in done.stdout
@@ -139,9 +140,9 @@ def test_cli_diff_and_edit_list(tmp_path):
 
 def test_cli_out_writes_the_migrated_script(tmp_path):
     out = tmp_path / "ddp.py"
-    done = run_cli("migrate", str(HERE / "dp_train.py"), "-o", str(out))
+    done = run_cli("migrate", str(GUIDE / "dp_train.py"), "-o", str(out))
     assert done.returncode == 0, done.stderr
-    assert out.read_text() == migrate_source((HERE / "dp_train.py").read_text()).code
+    assert out.read_text() == migrate_source((GUIDE / "dp_train.py").read_text()).code
     assert f"written to {out}" in done.stdout
 
 
@@ -175,7 +176,7 @@ def test_migrated_script_trains_the_same_model_alone_and_under_torchrun(tmp_path
 @pytest.mark.slow
 def test_verify_proves_the_guide_script_trains_the_same_model(tmp_path):
     out = tmp_path / "dp_train_ddp.py"
-    done = run_cli("migrate", str(HERE / "dp_train.py"), "-o", str(out), "--verify")
+    done = run_cli("migrate", str(GUIDE / "dp_train.py"), "-o", str(out), "--verify")
     assert done.returncode == 0, done.stderr
     verdict = done.stdout.strip().splitlines()[-1]
     assert verdict.startswith("verify: same model: after 4 steps")
@@ -187,7 +188,7 @@ def test_verify_proves_the_guide_script_trains_the_same_model(tmp_path):
 def test_verify_catches_a_migration_that_doubles_the_global_batch():
     from dpwise.migrate.verify import verify
 
-    original = HERE / "dp_train.py"
+    original = GUIDE / "dp_train.py"
     code = migrate_source(original.read_text()).code
     # every process takes the whole global batch from its half of the data: global batch x 2
     broken = code.replace("_per_process_batch(loader.batch_size)", "loader.batch_size")

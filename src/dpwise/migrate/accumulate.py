@@ -22,7 +22,8 @@ import libcst as cst
 
 from dpwise.lint.cst import code
 from dpwise.migrate.edits import Edit, statements
-from dpwise.migrate.facts import Facts, dotted, last
+from dpwise.migrate.epochs import referenced
+from dpwise.migrate.facts import Facts, last
 
 SYNC = "_sync"
 HELPER = "_no_sync_unless"
@@ -126,35 +127,18 @@ def _assigned(stmts: list[cst.BaseStatement]) -> set[str]:
 
     class _Targets(cst.CSTVisitor):
         def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
-            found.update(_names(n.target))
+            found.update(referenced(n.target))
 
         def visit_AugAssign(self, n: cst.AugAssign) -> None:
-            found.update(_names(n.target))
+            found.update(referenced(n.target))
 
         def visit_AnnAssign(self, n: cst.AnnAssign) -> None:
-            found.update(_names(n.target))
+            found.update(referenced(n.target))
 
     for stmt in stmts:
         stmt.visit(_Targets())
     return found
 
 
-def _names(node: cst.CSTNode) -> set[str]:
-    found: set[str] = set()
-
-    class _Collect(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            found.add(n.value)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            name = dotted(n)
-            if name:
-                found.add(name)
-            return True
-
-    node.visit(_Collect())
-    return found
-
-
 def _read(test: cst.BaseExpression) -> set[str]:
-    return _names(test)
+    return referenced(test)

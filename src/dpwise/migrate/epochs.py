@@ -32,7 +32,7 @@ def set_epoch_edits(module: cst.Module, facts: Facts) -> list[Edit]:
         served = [
             name
             for name in sorted(loaders)
-            if name in _referenced(loop.body, functions)
+            if name in referenced(loop.body, functions)
             or (name.startswith("self.") and built_in[name] is homes.get(id(loop)))
         ]
         if served:
@@ -113,7 +113,7 @@ def _count_passes(loop: cst.While, loader: str) -> Edit:
     )
 
 
-def _referenced(node: cst.CSTNode, functions: dict[str, cst.FunctionDef] | None = None) -> set[str]:
+def referenced(node: cst.CSTNode, functions: dict[str, cst.FunctionDef] | None = None) -> set[str]:
     """Every dotted name read in `node` (`loader`, `self.loader`, `args.x`), and in the bodies
     of the module's `functions` it calls (one level: `train(epoch)` reading `trainloader`)."""
     found: set[str] = set()
@@ -134,7 +134,7 @@ def _referenced(node: cst.CSTNode, functions: dict[str, cst.FunctionDef] | None 
 
     node.visit(_Refs())
     for function in called:
-        found |= _referenced(function.body)
+        found |= referenced(function.body)
     return found
 
 
@@ -144,7 +144,7 @@ def _iterated(body: cst.CSTNode) -> list[str]:
 
     class _Fors(cst.CSTVisitor):
         def visit_For(self, n: cst.For) -> None:
-            found.extend(sorted(_referenced(n.iter)))
+            found.extend(sorted(referenced(n.iter)))
 
     body.visit(_Fors())
     return found

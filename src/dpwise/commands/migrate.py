@@ -18,7 +18,13 @@ DESCRIPTION = (
     "dataset, model parallel across devices, its own process spawning, an already distributed "
     "script) are refused with their reasons, and nothing is written."
 )
-EPILOG = "example:\n  dpwise migrate train.py -o train_ddp.py\n  dpwise migrate train.py --diff"
+EPILOG = (
+    "examples:\n"
+    "  dpwise migrate train.py --diff                 # what would change, and why\n"
+    "  dpwise migrate train.py -o train_ddp.py --verify\n"
+    "  torchrun --nproc_per_node=4 train_ddp.py      # then train on 4 GPUs\n"
+    "  dpwise migrate train.py --verify --script-args='--epochs 1 --batch-size 64'"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -249,3 +249,28 @@ def test_migrate_never_replaces_a_device_or_pipe_given_as_out(tmp_path):
     done = run_cli("migrate", str(binary))
     assert done.returncode == 2 and "not UTF-8" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_plain_random_sampler_is_shuffle_and_becomes_a_distributed_one():
+    code = migrate(
+        """
+        import torch.nn as nn
+        from torch.utils.data import DataLoader, RandomSampler
+
+        train_loader = DataLoader(train_set, sampler=RandomSampler(train_set), batch_size=32)
+        model = nn.DataParallel(nn.Linear(4, 2)).cuda()
+        """
+    )
+    sampler = code[code.index("train_sampler = DistributedSampler(") :].split("\n)")[0]
+    assert "shuffle=True" in sampler
+    assert "sampler=train_sampler" in code and "RandomSampler(train_set)" not in code
+    with pytest.raises(MigrationRefused):
+        migrate(
+            """
+            import torch.nn as nn
+            from torch.utils.data import DataLoader, RandomSampler
+
+            loader = DataLoader(ds, sampler=RandomSampler(ds, replacement=True), batch_size=8)
+            model = nn.DataParallel(nn.Linear(4, 2)).cuda()
+            """
+        )

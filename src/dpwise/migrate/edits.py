@@ -93,6 +93,9 @@ class _Apply(cst.CSTTransformer):
         if not (before or after):
             return node
         nodes = list(node.nodes) if isinstance(node, cst.FlattenSentinel) else [node]
+        if before and getattr(nodes[0], "leading_lines", None):  # the blank line above moves up
+            before[0] = before[0].with_changes(leading_lines=nodes[0].leading_lines)
+            nodes[0] = nodes[0].with_changes(leading_lines=())
         return cst.FlattenSentinel([*before, *nodes, *after])
 
 

@@ -133,8 +133,9 @@ class _Reader(cst.CSTVisitor):
 
     def _refusal(self, node: cst.Call, name: str, tail: str) -> None:
         keywords = {a.keyword.value for a in node.args if a.keyword}
-        if tail == "DataLoader" and keywords & {"sampler", "batch_sampler"}:
-            given = sorted(keywords & {"sampler", "batch_sampler"})[0]
+        own = keywords & {"sampler", "batch_sampler"}
+        if tail == "DataLoader" and own and ("batch_sampler" in own or not plain_sampler(node)):
+            given = sorted(own)[0]
             self._refuse(
                 node,
                 f"the DataLoader is given its own `{given}=`: choose how it "
@@ -196,6 +197,16 @@ class _Reader(cst.CSTVisitor):
         head = name.split(".", 1)[0]
         if name in ("print", "torch.save") or (head in _LOGGING and tail in _LOG_LEVELS):
             self.facts.side_effects.append(stmt)
+
+
+def plain_sampler(loader: cst.Call) -> str | None:
+    """`DataLoader(ds, sampler=RandomSampler(ds))` says `shuffle=True` the long way (and
+    `SequentialSampler(ds)` says `shuffle=False`): "True" / "False" for those, else None."""
+    given = next((a for a in loader.args if a.keyword and a.keyword.value == "sampler"), None)
+    value = given.value if given is not None else None
+    if not isinstance(value, cst.Call) or len(value.args) != 1 or value.args[0].keyword:
+        return None
+    return {"RandomSampler": "True", "SequentialSampler": "False"}.get(last(value.func))
 
 
 def _assigned_name(stmt: cst.SimpleStatementLine) -> str:

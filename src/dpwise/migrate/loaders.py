@@ -7,7 +7,7 @@ import libcst as cst
 
 from dpwise.lint.cst import code, with_keyword
 from dpwise.migrate.edits import Edit, reflowed, statements
-from dpwise.migrate.facts import Facts, dotted, last
+from dpwise.migrate.facts import Facts, dotted, last, plain_sampler
 
 
 def loader_edits(facts: Facts) -> list[Edit]:
@@ -68,7 +68,7 @@ def _sampled(
     keywords = {a.keyword.value: a for a in call.args if a.keyword}
     batch = keywords.get("batch_size") or (positional[1] if len(positional) > 1 else None)
     shuffle = keywords.get("shuffle")
-    shuffled = code(shuffle.value) if shuffle is not None else "False"
+    shuffled = plain_sampler(call) or (code(shuffle.value) if shuffle is not None else "False")
     dataset = _dataset(call)
     data = code(dataset) if dataset is not None else "dataset"
     size = code(batch.value) if batch is not None else "1"

@@ -144,3 +144,29 @@ def test_the_harness_line_is_found_when_two_workers_wrote_it_at_once():
     said = "it ended without an optimizer step (no optimizer.step() was reached)"
     stderr = f"W1130 some warning\ndpwise-verify: {said}dpwise-verify: {said}\nE1130 failed\n"
     assert _cause(stderr, 4) == f"did not reach 4 steps under torchrun: {said}"
+
+
+def test_a_rank_that_ends_early_leaves_its_reason_in_a_file(tmp_path):
+    """torchrun stops the other workers when the first one ends: a rank that ends early writes
+    why to its own file first, so the reason is not lost with a worker stopped mid-print."""
+    import subprocess
+    import sys
+
+    from conftest import child_env
+    from dpwise.migrate.harness import ENDED
+
+    script = tmp_path / "idle.py"
+    script.write_text("import torch\nopt = torch.optim.SGD([torch.zeros(1, requires_grad=True)])\n")
+    env = child_env(
+        {"RANK": "1", "DPWISE_VERIFY_STEPS": "2", "DPWISE_VERIFY_OUT": str(tmp_path / "p.pt")}
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "dpwise.migrate.harness", str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3
+    assert "without an optimizer step" in (tmp_path / f"{ENDED}1").read_text()
+    assert not (tmp_path / "p.pt").exists()

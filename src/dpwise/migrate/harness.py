@@ -25,6 +25,7 @@ import sys
 import torch
 
 MARK = "dpwise-verify:"  # starts the line that says why a run ended too early
+ENDED = "verify-ended-rank"  # + the rank: the file that says it, beside DPWISE_VERIFY_OUT
 
 
 class _Done(BaseException):
@@ -187,9 +188,16 @@ def main(argv: list[str]) -> int:
     except _Done:
         _leave_group()
         return 0
-    if int(os.environ.get("RANK", "0")) != 0:
-        raise SystemExit(3)  # rank 0 says why: two processes' lines would interleave
-    raise SystemExit(f"{MARK} {_short(len(done), steps)}")
+    why = _short(len(done), steps)
+    rank = int(os.environ.get("RANK", "0"))
+    # every rank leaves why in its own file: the first to end is the one torchrun sees, and it
+    # stops the others, maybe before they print (their lines would interleave besides)
+    out = os.environ["DPWISE_VERIFY_OUT"]
+    with open(os.path.join(os.path.dirname(out), f"{ENDED}{rank}"), "w", encoding="utf-8") as f:
+        f.write(why)
+    if rank != 0:
+        raise SystemExit(3)
+    raise SystemExit(f"{MARK} {why}")
 
 
 def _short(taken: int, steps: int) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dpwise.diagnosis.layers import Layer
 from dpwise.errors import DpwiseError
-from dpwise.migrate.harness import MARK
+from dpwise.migrate.harness import ENDED, MARK
 
 TOLERANCE = 1e-5
 
@@ -80,6 +80,10 @@ def _launch(
         check=False,
     )
     if done.returncode != 0 or not out.exists():
+        ended = sorted(out.parent.glob(f"{ENDED}*"))
+        if ended:
+            why = ended[0].read_text(encoding="utf-8")
+            raise _Failed(f"did not reach {steps} steps under torchrun: {why}")
         raise _Failed(_cause(done.stderr, steps))
 
 

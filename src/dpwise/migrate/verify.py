@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,15 +120,24 @@ def verify(
         folder = Path(tmp)
         migrated = folder / original.name
         migrated.write_text(migrated_code, encoding="utf-8")
-        runs = {}
-        for name, script in (("original", original.resolve()), ("migrated", migrated)):
+        scripts = {"original": original.resolve(), "migrated": migrated}
+        for name in scripts:
             (folder / name).mkdir()
+
+        def run(name: str) -> None:
             out = folder / name / "verify-params.pt"
-            try:
-                _launch(script, list(args or []), home, out, steps, nproc, timeout)
-            except _Failed as failed:
-                raise DpwiseError(f"--verify: the {name} {original.name} {failed}") from None
-            runs[name] = torch.load(out, weights_only=True)
+            _launch(scripts[name], list(args or []), home, out, steps, nproc, timeout)
+
+        with ThreadPoolExecutor(max_workers=2) as pool:  # the two launches side by side
+            launched = {name: pool.submit(run, name) for name in scripts}
+        runs = {}
+        for name, future in launched.items():
+            failed = future.exception()
+            if isinstance(failed, _Failed):
+                raise DpwiseError(f"--verify: the {name} {original.name} {failed}")
+            if failed is not None:
+                raise failed
+            runs[name] = torch.load(folder / name / "verify-params.pt", weights_only=True)
     if runs["migrated"].get("world_size", nproc) != nproc or not runs["migrated"].get(
         "ddp_models", 1
     ):

@@ -274,3 +274,36 @@ def test_a_plain_random_sampler_is_shuffle_and_becomes_a_distributed_one():
             model = nn.DataParallel(nn.Linear(4, 2)).cuda()
             """
         )
+
+
+def test_what_lint_calls_a_write_runs_on_rank_zero_after_migration():
+    code = migrate(
+        """
+        import json
+        import torch.nn as nn
+
+        model = nn.DataParallel(nn.Linear(4, 2)).cuda()
+        model.module.save_pretrained("out")
+        json.dump({"done": True}, open("meta.json", "w"))
+        """
+    )
+    lines = code.splitlines()
+    for part in ('.save_pretrained("out")', 'json.dump({"done": True}'):
+        at = next(i for i, line in enumerate(lines) if part in line)
+        assert lines[at - 1].strip() == "if is_main_process():", part
+
+
+def test_the_wrappers_module_is_reached_both_alone_and_under_torchrun():
+    code = migrate(
+        """
+        import torch.nn as nn
+
+        model = nn.DataParallel(nn.Linear(4, 2)).cuda()
+        model.module.save_pretrained("out")
+        size = model.module.weight.shape
+        raw = model.module if hasattr(model, "module") else model
+        """
+    )
+    assert 'getattr(model, "module", model).save_pretrained("out")' in code
+    assert 'size = getattr(model, "module", model).weight.shape' in code
+    assert 'raw = model.module if hasattr(model, "module") else model' in code

@@ -8,12 +8,18 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from dpwise.lint.rules.unguarded_rank_side_effect import WRITING_METHODS
+
 _SPAWNS = ("spawn", "start_processes", "Process", "Pool")
 _MP_MODULES = ("mp", "multiprocessing", "torch.multiprocessing")
 _DEVICE = re.compile(r"cuda:(\d+)")
 _EVAL = ("val", "test", "eval")
 _LOGGING = ("logging", "logger", "log")
 _LOG_LEVELS = ("debug", "info", "warning", "warn", "error", "critical", "exception")
+# a statement that writes output: one process does it (`.save_pretrained(...)` and the other
+# methods `dpwise lint` reports are in WRITING_METHODS)
+_WRITES = ("print", "torch.save", "np.save", "numpy.save", "json.dump", "pickle.dump")
+_WRITES += ("shutil.copy", "shutil.copy2", "shutil.copyfile")
 
 
 def dotted(node: cst.BaseExpression) -> str:
@@ -195,7 +201,8 @@ class _Reader(cst.CSTVisitor):
         if stmt.body[0].value is not node:
             return
         head = name.split(".", 1)[0]
-        if name in ("print", "torch.save") or (head in _LOGGING and tail in _LOG_LEVELS):
+        writes = name in _WRITES or (name != tail and tail in WRITING_METHODS)  # `.savefig(...)`
+        if writes or (head in _LOGGING and tail in _LOG_LEVELS):
             self.facts.side_effects.append(stmt)
 
 

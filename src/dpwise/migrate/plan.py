@@ -49,6 +49,7 @@ def plan(module: cst.Module) -> list[Edit]:
         *accumulation_edits(facts, sorted(wrapped)),
         *_guards(facts),
         *_state_dicts(facts, wrapped),
+        *_module_uses(module, facts, wrapped),
     ]
     needs = {name for edit in body for name in edit.needs}
     return [*_setup(module, block, needs), *body, _teardown(module)]
@@ -362,6 +363,47 @@ def _state_dicts(facts: Facts, wrapped: set[str]) -> list[Edit]:
             )
         )
     return edits
+
+
+def _module_uses(module: cst.Module, facts: Facts, wrapped: set[str]) -> list[Edit]:
+    """`model.module.save_pretrained(...)`, `model.module.config`: the wrapper exists only under
+    torchrun, so `model.module` becomes `getattr(model, "module", model)`. Left alone: the
+    `.module` of a state_dict call (`_state_dicts` has it) and one under `hasattr(model,
+    "module")`, which already works both ways."""
+    owners = {id(call.func.value) for call in facts.state_dicts}
+    found: list[tuple[cst.Attribute, str]] = []
+    guarded: list[bool] = [False]
+
+    class _Uses(cst.CSTVisitor):
+        def visit_IfExp(self, node: cst.IfExp) -> None:
+            guarded.append(guarded[-1] or "hasattr(" in code(node.test))
+
+        def leave_IfExp(self, node: cst.IfExp) -> None:
+            guarded.pop()
+
+        def visit_If(self, node: cst.If) -> None:
+            guarded.append(guarded[-1] or "hasattr(" in code(node.test))
+
+        def leave_If(self, node: cst.If) -> None:
+            guarded.pop()
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            name = dotted(node.value)
+            mine = node.attr.value == "module" and name in wrapped and id(node) not in owners
+            if mine and not guarded[-1]:
+                found.append((node, name))
+
+    module.visit(_Uses())
+    return [
+        Edit(
+            f'`{name}.module` -> `getattr({name}, "module", {name})`: the wrapper exists only '
+            "under torchrun (the plain model in one process)",
+            "data-parallel-usage",
+            node,
+            lambda n, name=name: cst.parse_expression(f'getattr({name}, "module", {name})'),
+        )
+        for node, name in found
+    ]
 
 
 def _wrap_single(facts: Facts) -> list[Edit]:

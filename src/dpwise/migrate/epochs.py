@@ -26,18 +26,19 @@ def set_epoch_edits(module: cst.Module, facts: Facts) -> list[Edit]:
     }  # `train(epoch)` reading the module's `trainloader`
     built_in = {name: homes.get(id(stmt)) for stmt, name in facts.loaders}
     edits: list[Edit] = []
+    served: set[str] = set()  # loaders an edit gives their epoch to
     for loop in facts.loops:
         if not isinstance(loop.target, cst.Name) or "epoch" not in loop.target.value.lower():
             continue
-        served = [
+        mine = [
             name
             for name in sorted(loaders)
             if name in referenced(loop.body, functions)
             or (name.startswith("self.") and built_in[name] is homes.get(id(loop)))
         ]
-        if served:
-            edits.append(_set_epoch(loop, loop.target.value, served))
-    served = {name for edit in edits for name in loaders if f"`{name}.sampler" in edit.what}
+        if mine:
+            edits.append(_set_epoch(loop, loop.target.value, mine))
+            served.update(mine)
     for loop in facts.while_loops:
         passes = [n for n in _iterated(loop.body) if n in loaders]
         if passes and not _inside_epoch_loop(loop, facts):

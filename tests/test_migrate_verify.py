@@ -170,3 +170,18 @@ def test_a_rank_that_ends_early_leaves_its_reason_in_a_file(tmp_path):
     assert done.returncode == 3
     assert "without an optimizer step" in (tmp_path / f"{ENDED}1").read_text()
     assert not (tmp_path / "p.pt").exists()
+
+
+@pytest.mark.slow
+def test_a_run_that_hangs_is_stopped_at_the_timeout_with_its_workers(tmp_path):
+    import subprocess
+
+    from dpwise.errors import DpwiseError
+    from dpwise.migrate.verify import verify
+
+    script = tmp_path / "hangs.py"
+    script.write_text("import time\ntime.sleep(3600)  # a worker that never reaches a step\n")
+    with pytest.raises(DpwiseError, match="did not end within 20 s"):
+        verify(script, script.read_text(), steps=1, timeout=20)
+    left = subprocess.run(["pgrep", "-f", str(script)], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "workers left running"

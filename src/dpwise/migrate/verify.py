@@ -71,21 +71,34 @@ def _launch(
         str(script),
         *args,
     ]
-    done = subprocess.run(
+    launcher = subprocess.Popen(
         command,
         env=env,
         cwd=out.parent,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        check=False,
     )
-    if done.returncode != 0 or not out.exists():
+    try:
+        _, stderr = launcher.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # SIGTERM lets torchrun stop its workers (a SIGKILL would leave them running)
+        launcher.terminate()
+        try:
+            launcher.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+            launcher.communicate()
+        raise _Failed(
+            f"did not end within {timeout:.0f} s under torchrun: a worker stopped, hung or "
+            "waits for input; run it by hand to see why"
+        ) from None
+    if launcher.returncode != 0 or not out.exists():
         ended = sorted(out.parent.glob(f"{ENDED}*"))
         if ended:
             why = ended[0].read_text(encoding="utf-8")
             raise _Failed(f"did not reach {steps} steps under torchrun: {why}")
-        raise _Failed(_cause(done.stderr, steps))
+        raise _Failed(_cause(stderr, steps))
 
 
 class _Failed(Exception):

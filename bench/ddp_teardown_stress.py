@@ -12,7 +12,7 @@ prints one line per run and a summary: `50 runs: 0 hung, 0 failed, median 9.1 s`
     python bench/ddp_teardown_stress.py --cycles 100 --tries 3
 
 is the fast, side-by-side form: two worker processes each run many train-and-teardown cycles
-(`dpwise.engine.train` on a small transformer, a fresh process group per cycle), first in the
+(`dpwise.train.engine.train` on a small transformer, a fresh process group per cycle), first in the
 order dpwise used before (destroy the process group, then free the DDP wrapper), then in
 dpwise's order (engine.train). A cycle that does not finish within 60 s is a hang; it ends that
 try, whose stacks go to --log.
@@ -108,13 +108,13 @@ def _cycle(order: str, port: int) -> None:
     """One train + teardown in this worker, on a fresh process group at ``port``."""
     import torch.distributed as dist
 
-    from dpwise import engine
-    from dpwise.config import TrainConfig
-    from dpwise.hardware import Hardware
-    from dpwise.launch_env import DistEnv
-    from dpwise.plan import resolve
+    from dpwise.dist.env import DistEnv
+    from dpwise.infra.hardware import Hardware
     from dpwise.strategies import make_strategy
-    from dpwise.workload import resolve_workload
+    from dpwise.train import engine
+    from dpwise.train.config import TrainConfig
+    from dpwise.train.plan import resolve
+    from dpwise.workload.spec import resolve_workload
 
     os.environ["MASTER_PORT"] = str(port)
     args = {"layers": 2, "dim": 64}

@@ -20,16 +20,16 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from dpwise.config import TrainConfig
-from dpwise.data import epoch_permutation
-from dpwise.engine import Loop
-from dpwise.hardware import Hardware, configure_threads
-from dpwise.launch_env import DistEnv
-from dpwise.models import SimpleModel, simple_data
-from dpwise.plan import resolve
+from dpwise.dist.env import DistEnv
+from dpwise.infra.hardware import Hardware, configure_threads
 from dpwise.strategies.ddp import DDPStrategy
 from dpwise.strategies.single import SingleStrategy
-from dpwise.workload import resolve_workload
+from dpwise.train.config import TrainConfig
+from dpwise.train.engine import Loop
+from dpwise.train.plan import resolve
+from dpwise.workload.data import epoch_permutation
+from dpwise.workload.models import SimpleModel, simple_data
+from dpwise.workload.spec import resolve_workload
 
 BATCH = 256
 

@@ -33,7 +33,7 @@ from dpwise.advise import footprint  # noqa: E402
 from dpwise.advise.estimate import Settings, estimate_all, model_facts  # noqa: E402
 from dpwise.compare.settings import CompareConfig  # noqa: E402
 from dpwise.strategies import reference, those  # noqa: E402
-from dpwise.workload import resolve_workload  # noqa: E402
+from dpwise.workload.spec import resolve_workload  # noqa: E402
 from probe_peak import single_process_peak  # noqa: E402
 
 SYNTH = "synthetic"

@@ -17,7 +17,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
-from dpwise.models import TinyTransformer, token_data
+from dpwise.workload.models import TinyTransformer, token_data
 
 ROUNDS, STEPS, BATCH, THREADS = 9, 3, 64, 1  # one thread: stable on a shared machine
 SETTINGS = {

@@ -18,8 +18,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from dpwise.data import BatchSource, epoch_permutation, micro_batch_rows
-from dpwise.models import SimpleModel, simple_data
+from dpwise.workload.data import BatchSource, epoch_permutation, micro_batch_rows
+from dpwise.workload.models import SimpleModel, simple_data
 
 BATCH = 256
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from dpwise.checks import CheckContext, Diagnosis
-from dpwise.compare.records import DevicePeak, Memory, Run, Spread
+from dpwise.compare.checks import CheckContext, Diagnosis
+from dpwise.results.records import DevicePeak, Memory, Run, Spread
 from dpwise.strategies import traits
 
 CLEAN = Diagnosis(batchnorm=[], stochastic=[], loss_reduction="mean")

@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from dpwise.config import TrainConfig
-from dpwise.train_worker import run_worker
+from dpwise.train.config import TrainConfig
+from dpwise.train.worker import run_worker
 
 
 def train_here(out: Path, **kwargs: Any) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:

@@ -11,9 +11,9 @@ from dpwise.compare.matrix import RunSpec
 from dpwise.compare.measurement import profiled_probe
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.worker import _plan
-from dpwise.launch_env import DistEnv
+from dpwise.dist.env import DistEnv
 from dpwise.strategies import make_strategy, reference
-from dpwise.workload import workload_for
+from dpwise.workload.spec import workload_for
 
 
 def single_process_peak(cfg: CompareConfig, profile_steps: int = 2) -> int:

@@ -6,13 +6,13 @@ import pytest
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 from conftest import free_port, load_state, max_abs_diff, run_cli
-from dpwise.config import TrainConfig
-from dpwise.engine import train
-from dpwise.hardware import Hardware
-from dpwise.launch_env import DistEnv
-from dpwise.plan import resolve
+from dpwise.dist.env import DistEnv
+from dpwise.infra.hardware import Hardware
 from dpwise.strategies.ddp import DDPStrategy
-from dpwise.workload import resolve_workload
+from dpwise.train.config import TrainConfig
+from dpwise.train.engine import train
+from dpwise.train.plan import resolve
+from dpwise.workload.spec import resolve_workload
 from helpers_train import train_here
 
 

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from conftest import load_state, max_abs_diff, run_cli
-from dpwise import checkpoint
 from dpwise.cli import main
+from dpwise.train import checkpoint
 from helpers_train import train_here
 
 ADAMW = {"optimizer": "adamw", "lr": 1e-3}

@@ -3,9 +3,9 @@ from dataclasses import replace
 import pytest
 
 from compare_fakes import CLEAN, comm, context, run
-from dpwise import checks
-from dpwise.compare.records import DevicePeak
+from dpwise.compare import checks
 from dpwise.diagnosis import Layer, Unused
+from dpwise.results.records import DevicePeak
 
 
 def test_convergence_passes_within_tolerance():

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from compare_fakes import comm, context, fsdp_comm, run
-from dpwise import checks
+from dpwise.compare import checks
 from dpwise.compare.verdict import claims
 from dpwise.measure import profile
 from dpwise.strategies import one_process_per_device, sharded

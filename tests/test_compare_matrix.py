@@ -3,7 +3,7 @@ import pytest
 from dpwise.compare.matrix import build_matrix
 from dpwise.compare.settings import CompareConfig, parse_list
 from dpwise.errors import DpwiseError
-from dpwise.hardware import Hardware
+from dpwise.infra.hardware import Hardware
 
 CPU = Hardware(cuda_devices=0, cpu_cores=2)
 SIX_GPUS = Hardware(cuda_devices=6, cpu_cores=64)

@@ -5,9 +5,9 @@ from dataclasses import replace
 import pytest
 
 from compare_fakes import run
-from dpwise.checks.base import compare
-from dpwise.compare.records import Run
+from dpwise.compare.checks.base import compare
 from dpwise.measure.stats import median_interval, paired_ratios
+from dpwise.results.records import Run
 
 
 def test_median_interval_uses_the_sign_test_order_statistics():

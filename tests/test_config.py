@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from dpwise.config import TrainConfig, parse_kv
 from dpwise.errors import DpwiseError
+from dpwise.train.config import TrainConfig, parse_kv
 
 
 def test_parse_kv_types():

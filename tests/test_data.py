@@ -1,7 +1,7 @@
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from dpwise.data import BatchSource, epoch_permutation, micro_batch_rows
+from dpwise.workload.data import BatchSource, epoch_permutation, micro_batch_rows
 
 
 def test_rows_match_distributed_sampler_for_every_rank_and_epoch():

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from dpwise.diagnosis import Layer, group, probe_workload
-from dpwise.workload import resolve_workload
+from dpwise.workload.spec import resolve_workload
 
 THREADS = torch.get_num_threads()
 

@@ -18,11 +18,11 @@ from dpwise.advise.estimate import (
     optimizer_bytes,
 )
 from dpwise.compare.settings import CompareConfig
-from dpwise.models import SimpleModel, TinyTransformer
 from dpwise.strategies.ddp import DDPStrategy
 from dpwise.strategies.fsdp import shard_units
 from dpwise.strategies.traits import Traits
-from dpwise.workload import resolve_workload
+from dpwise.workload.models import SimpleModel, TinyTransformer
+from dpwise.workload.spec import resolve_workload
 from probe_peak import single_process_peak
 
 WORKLOADS = [("simple", {}), ("cnn", {"samples": 1024}), ("transformer", {"samples": 1024})]

@@ -7,14 +7,14 @@ import pytest
 import torch
 
 from conftest import free_port, load_state, max_abs_diff, run_cli, run_module
-from dpwise.config import TrainConfig
-from dpwise.engine import train
-from dpwise.hardware import Hardware
-from dpwise.launch_env import DistEnv
-from dpwise.models import SimpleModel, TinyTransformer
-from dpwise.plan import resolve
+from dpwise.dist.env import DistEnv
+from dpwise.infra.hardware import Hardware
 from dpwise.strategies.fsdp import ROOT, FSDPStrategy, shard_units, unit_names
-from dpwise.workload import resolve_workload
+from dpwise.train.config import TrainConfig
+from dpwise.train.engine import train
+from dpwise.train.plan import resolve
+from dpwise.workload.models import SimpleModel, TinyTransformer
+from dpwise.workload.spec import resolve_workload
 from helpers_train import train_here
 
 FSDP2 = ["train", "--strategy", "fsdp", "--nproc", "2", "--quiet"]

@@ -1,11 +1,11 @@
 import pytest
 import torch
 
-from dpwise import env_report, hardware
 from dpwise.advise.facts import gather
-from dpwise.batch_split import check_batch_divides
 from dpwise.errors import DpwiseError
-from dpwise.hardware import Hardware, configure_threads
+from dpwise.infra import env_report, hardware
+from dpwise.infra.hardware import Hardware, configure_threads
+from dpwise.train.batch_split import check_batch_divides
 
 
 @pytest.fixture

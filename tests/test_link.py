@@ -7,7 +7,7 @@ import pytest
 from dpwise.errors import DpwiseError
 from dpwise.link import fit as f
 from dpwise.link.settings import ProbeLinkConfig, parse_bytes, parse_ops
-from dpwise.report.link_text import link_lines
+from dpwise.link.text import link_lines
 from dpwise.report.link_view import link_view
 
 

@@ -8,8 +8,8 @@ import textwrap
 import pytest
 
 from dpwise.lint import lint_source
-from dpwise.lint.analysis import FileContext
-from dpwise.lint.guards import NOT_RANK0, OTHER, RANK0, classify
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.guards import NOT_RANK0, OTHER, RANK0, classify
 
 
 def ctx_of(source: str) -> FileContext:
@@ -182,7 +182,7 @@ def test_a_single_process_assertion_guards_the_rest_of_its_block() -> None:
 
 
 def test_print_silencers_follow_same_module_helpers() -> None:
-    from dpwise.lint.project import print_silencers
+    from dpwise.lint.analysis.project import print_silencers
 
     ctx = ctx_of(
         """\

@@ -175,7 +175,7 @@ def test_fix_through_a_symbolic_link_keeps_the_link(tmp_path: Path, capsys) -> N
 def test_a_file_that_cannot_be_written_is_named_and_the_others_are_fixed(
     tmp_path: Path, capsys, monkeypatch
 ) -> None:
-    from dpwise import atomic
+    from dpwise.infra import atomic
 
     full, fine = tmp_path / "a_full.py", tmp_path / "b_fine.py"
     for path in (full, fine):

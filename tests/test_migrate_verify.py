@@ -12,8 +12,8 @@ from torch import nn
 from conftest import run_cli
 from dpwise.diagnosis.layers import Layer
 from dpwise.migrate.causes import Watch, owning_models
+from dpwise.migrate.text import render_verdict
 from dpwise.migrate.verify import Verdict, _cause
-from dpwise.report.migrate_text import render_verdict
 
 SCRIPT = Path(__file__).parent / "fixtures_migrate" / "dp_layers.py"
 

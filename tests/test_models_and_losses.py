@@ -8,17 +8,17 @@ import pytest
 import torch
 from torch import nn
 
-from dpwise.config import TrainConfig
-from dpwise.data import BatchSource
-from dpwise.engine import Loop
+from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
-from dpwise.hardware import Hardware
-from dpwise.launch_env import DistEnv
-from dpwise.objective import Objective
-from dpwise.plan import resolve
+from dpwise.infra.hardware import Hardware
 from dpwise.strategies import make_strategy
-from dpwise.synthetic import Spec, complete, generate, parse_shape, spec_from_args
-from dpwise.workload import resolve_workload, workload_for
+from dpwise.train.config import TrainConfig
+from dpwise.train.engine import Loop
+from dpwise.train.plan import resolve
+from dpwise.workload.data import BatchSource
+from dpwise.workload.objective import Objective
+from dpwise.workload.spec import resolve_workload, workload_for
+from dpwise.workload.synthetic import Spec, complete, generate, parse_shape, spec_from_args
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 

@@ -7,11 +7,11 @@ import sys
 import pytest
 
 from conftest import child_env, free_port, load_state, max_abs_diff
-from dpwise.config import TrainConfig
-from dpwise.hardware import Hardware
-from dpwise.launch import launch_config
-from dpwise.launch_env import DistEnv
-from dpwise.plan import resolve
+from dpwise.dist.env import DistEnv
+from dpwise.dist.launch import launch_config
+from dpwise.infra.hardware import Hardware
+from dpwise.train.config import TrainConfig
+from dpwise.train.plan import resolve
 from helpers_train import train_here
 
 CPU = Hardware(cuda_devices=0, cpu_cores=2)

@@ -4,12 +4,12 @@ import socket
 
 import pytest
 
-from dpwise import netaddr
-from dpwise.config import TrainConfig
-from dpwise.hardware import Hardware
-from dpwise.launch import launch_config
-from dpwise.launch_env import DistEnv
-from dpwise.plan import resolve
+from dpwise.dist import netaddr
+from dpwise.dist.env import DistEnv
+from dpwise.dist.launch import launch_config
+from dpwise.infra.hardware import Hardware
+from dpwise.train.config import TrainConfig
+from dpwise.train.plan import resolve
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,10 @@
 import pytest
 
-from dpwise.config import TrainConfig
+from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
-from dpwise.hardware import Hardware
-from dpwise.launch_env import DistEnv
-from dpwise.plan import resolve
+from dpwise.infra.hardware import Hardware
+from dpwise.train.config import TrainConfig
+from dpwise.train.plan import resolve
 
 CPU = Hardware(cuda_devices=0, cpu_cores=2)
 FOUR_GPUS = Hardware(cuda_devices=4, cpu_cores=32)

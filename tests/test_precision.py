@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import max_abs_diff
-from dpwise.precision import Precision
+from dpwise.train.precision import Precision
 from helpers_train import train_here
 
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from dpwise.compare.document import Results
 from dpwise.report.files import write_reports
+from dpwise.results.document import Results
 
 SAMPLE = Path(__file__).parent / "fixtures" / "results_sample.json"
 CHROMIUM = Path("/usr/bin/chromium")
@@ -115,7 +115,7 @@ def _wide_results() -> dict[str, Any]:
     """The sample with today's widest check tables: speed and communication with ddp × 1 and × 2
     and fsdp × 2 (its collectives add a column)."""
     from compare_fakes import comm, context, fsdp_comm, run
-    from dpwise import checks
+    from dpwise.compare import checks
 
     one = comm(0.0)
     for key in ("step_ms", "step_ms_without_sync", "exposed_ms", "exposed_share"):

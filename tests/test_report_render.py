@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from dpwise.compare.document import Results
-from dpwise.compare.records import Memory, Run
 from dpwise.report.files import write_reports
 from dpwise.report.html import render_html
 from dpwise.report.markdown import render_markdown
 from dpwise.report.plots import memory_title, write_plots
+from dpwise.results.document import Results
+from dpwise.results.records import Memory, Run
 
 SAMPLE = Path(__file__).parent / "fixtures" / "results_sample.json"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

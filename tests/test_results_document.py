@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from compare_fakes import comm, run
-from dpwise.compare.document import Results
 from dpwise.compare.publish import _named_by
-from dpwise.compare.records import Run
+from dpwise.results.document import Results
+from dpwise.results.records import Run
 
 SAMPLE = Path(__file__).parent / "fixtures" / "results_sample.json"
 # every key compare has written on a run since schema 1 (ddp_options: on ddp runs only)

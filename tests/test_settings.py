@@ -1,4 +1,4 @@
-"""Each setting is declared once (dpwise.settings): its flag, default, help and checks."""
+"""Each setting is declared once (dpwise.infra.settings): its flag, default, help and checks."""
 
 import dataclasses
 import math
@@ -9,9 +9,9 @@ import pytest
 from dpwise.advise.request import AdviseRequest
 from dpwise.cli import build_parser
 from dpwise.compare.settings import CompareConfig
-from dpwise.config import TrainConfig
 from dpwise.errors import DpwiseError
-from dpwise.settings import flag_of, from_args
+from dpwise.infra.settings import flag_of, from_args
+from dpwise.train.config import TrainConfig
 
 COMMANDS = {"train": TrainConfig, "compare": CompareConfig, "advise": AdviseRequest}
 

@@ -4,20 +4,21 @@ by plan, config, compare and the CLI without touching them."""
 import pytest
 import torch
 
-from dpwise import engine, strategies
+from dpwise import strategies
 from dpwise.cli import build_parser
 from dpwise.compare.matrix import build_matrix
 from dpwise.compare.settings import CompareConfig
-from dpwise.config import TrainConfig
+from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
-from dpwise.hardware import Hardware
-from dpwise.launch_env import DistEnv
-from dpwise.plan import resolve
+from dpwise.infra.hardware import Hardware
 from dpwise.strategies.ddp import DDPStrategy
 from dpwise.strategies.dp import DataParallelStrategy
 from dpwise.strategies.single import SingleStrategy
 from dpwise.strategies.traits import OWN, VISIBLE, Traits
-from dpwise.workload import workload_for
+from dpwise.train import engine
+from dpwise.train.config import TrainConfig
+from dpwise.train.plan import resolve
+from dpwise.workload.spec import workload_for
 
 CPU = Hardware(cuda_devices=0, cpu_cores=2)
 TWO_GPUS = Hardware(cuda_devices=2, cpu_cores=8)
@@ -156,7 +157,8 @@ def test_names_and_plain_configs_need_no_torch():
 
     code = (
         "import sys; from dpwise.cli import build_parser; "
-        "from dpwise.config import TrainConfig; from dpwise.compare.settings import CompareConfig; "
+        "from dpwise.train.config import TrainConfig; "
+        "from dpwise.compare.settings import CompareConfig; "
         "build_parser().parse_args(['train', '--strategy', 'ddp']); "
         "TrainConfig(strategy='ddp'); CompareConfig(); "
         "assert 'torch' not in sys.modules, 'torch imported'; print('ok')"

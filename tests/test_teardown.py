@@ -20,15 +20,15 @@ import torch
 import torch.distributed as dist
 
 from conftest import child_env, free_port
-from dpwise import engine
-from dpwise.config import TrainConfig
-from dpwise.hardware import Hardware
-from dpwise.launch_env import DistEnv
-from dpwise.plan import resolve
+from dpwise.dist.env import DistEnv
+from dpwise.infra.hardware import Hardware
 from dpwise.strategies import ddp as ddp_module
 from dpwise.strategies import make_strategy
 from dpwise.strategies.ddp_guard import GuardedDDP
-from dpwise.workload import resolve_workload
+from dpwise.train import engine
+from dpwise.train.config import TrainConfig
+from dpwise.train.plan import resolve
+from dpwise.workload.spec import resolve_workload
 
 
 @pytest.fixture

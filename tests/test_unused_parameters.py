@@ -8,10 +8,10 @@ import torch.distributed as dist
 from torch import nn
 
 from conftest import run_cli
-from dpwise.config import TrainConfig
+from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
-from dpwise.launch_env import DistEnv
 from dpwise.strategies.ddp import DDPStrategy
+from dpwise.train.config import TrainConfig
 
 SKIP = ["--model", "randomlayers:skip_model", "--data", "userpkg:tiny_data", "--batch-size", "8"]
 

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from dpwise import checkpoint
-from dpwise import workload as workload_module
 from dpwise.cli import main
 from dpwise.compare import matrix
 from dpwise.errors import DpwiseError
+from dpwise.train import checkpoint
+from dpwise.workload import spec as workload_module
 from helpers_train import train_here
 
 TINY = {"model": "userpkg:tiny_model", "data": "userpkg:tiny_data", "batch_size": 8}
@@ -53,7 +53,9 @@ def test_train_resume_loads_the_checkpoint_once(saved, monkeypatch):
 def test_a_launching_train_reads_only_the_checkpoint_header(saved, monkeypatch):
     """The workers are other processes that load the checkpoint: the parent only checks it."""
     launched = []
-    monkeypatch.setattr("dpwise.launch.launch", lambda plan, entry, cfg, **kw: launched.append(cfg))
+    monkeypatch.setattr(
+        "dpwise.dist.launch.launch", lambda plan, entry, cfg, **kw: launched.append(cfg)
+    )
     reads = _count(monkeypatch, torch, "load")
     args = ["train", "--quiet", *TINY_ARGS, "--strategy", "ddp", "--nproc", "2"]
     assert main([*args, "--epochs", "2", "--out", str(saved.parent), "--resume"]) == 0
@@ -98,16 +100,16 @@ def test_a_header_read_of_a_legacy_file_reads_it_whole(saved):
 
 
 def _tiny():
-    from dpwise.config import TrainConfig
+    from dpwise.train.config import TrainConfig
 
     return TrainConfig(**TINY).to_dict()
 
 
 def test_a_restart_reads_its_resume_checkpoint_once(saved, monkeypatch):
     """--resume's file is also the run's latest: one read serves both questions."""
-    from dpwise.config import TrainConfig
-    from dpwise.launch_env import DistEnv
-    from dpwise.restart import attempt_for
+    from dpwise.dist.env import DistEnv
+    from dpwise.train.config import TrainConfig
+    from dpwise.train.restart import attempt_for
 
     cfg = TrainConfig(out=saved.parent, epochs=2, checkpoint_every=4, resume=saved, **TINY)
     env = DistEnv(run_id="this-launch", restart_count=1, under_launcher=True)

@@ -1,5 +1,5 @@
 from compare_fakes import comm, run
-from dpwise.checks import COMMUNICATION, MEMORY, SCALABILITY, CheckResult
+from dpwise.compare.checks import COMMUNICATION, MEMORY, SCALABILITY, CheckResult
 from dpwise.compare.verdict import claims, recommend
 
 CPU_ENV = {"device_type": "cpu", "gpus": 0}

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from dpwise.errors import DpwiseError
-from dpwise.workload import resolve_workload
+from dpwise.workload.spec import resolve_workload
 
 
 def test_default_is_the_guides_model_and_data():

@@ -41,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dpwise import interrupts
-    from dpwise.launch import WorkerFailed
+    from dpwise.dist.launch import WorkerFailed
+    from dpwise.infra import interrupts
 
     parser = build_parser()
     try:

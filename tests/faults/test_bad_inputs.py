@@ -7,7 +7,7 @@ import pytest
 
 from conftest import run_cli
 from dpwise.cli import main
-from dpwise.data import epoch_permutation
+from dpwise.workload.data import epoch_permutation
 
 TRAIN = ("train", "--quiet", "--epochs", "1", "--max-steps", "3", "--batch-size", "16")
 MODEL = ("--model", "misfits:model")

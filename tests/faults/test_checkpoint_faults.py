@@ -105,7 +105,7 @@ def test_changed_model_factory_is_refused_before_any_worker_starts(tmp_path):
 WRITER = """
 import sys, time
 from pathlib import Path
-from dpwise.atomic import atomic_file
+from dpwise.infra.atomic import atomic_file
 with atomic_file(Path(sys.argv[1])) as fh:
     fh.write(b"half a checkpoint")
     fh.flush()

@@ -13,9 +13,9 @@ import pytest
 from live_run import LiveRun, alive, survivors
 
 from conftest import run_cli
-from dpwise import peers
-from dpwise.config import TrainConfig
+from dpwise.dist import peers
 from dpwise.errors import DpwiseError
+from dpwise.train.config import TrainConfig
 
 SMALL = ["--data", "hangpkg:data", "--batch-size", "8", "--model", "userpkg:tiny_model"]
 

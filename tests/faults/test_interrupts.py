@@ -11,8 +11,8 @@ import pytest
 from live_run import LiveRun, survivors
 
 from conftest import descendants
-from dpwise import interrupts
-from dpwise.atomic import atomic_files
+from dpwise.infra import interrupts
+from dpwise.infra.atomic import atomic_files
 
 SMALL = ["--data", "hangpkg:data", "--batch-size", "8", "--model", "userpkg:tiny_model"]
 LONG = ["--epochs", "100000"]

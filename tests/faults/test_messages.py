@@ -59,10 +59,10 @@ def test_a_full_disk_names_the_file_and_replaces_nothing(full_fs: Path) -> None:
 
 
 def test_every_file_dpwise_writes_says_no_space(full_fs: Path) -> None:
-    from dpwise import checkpoint, outputs
-    from dpwise.compare.document import Results
     from dpwise.errors import DpwiseError
     from dpwise.report.files import write_reports
+    from dpwise.results.document import Results
+    from dpwise.train import checkpoint, outputs
 
     ballast = full_fs / "ballast"
     with open(ballast, "wb") as fh, pytest.raises(OSError):

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from conftest import run_cli
-from dpwise import finite, outputs
 from dpwise.cli import main
+from dpwise.train import finite, outputs
 
 SMALL = ("--quiet", "--epochs", "1", "--max-steps", "4")
 MISFITS = ("--model", "misfits:model", "--batch-size", "16")

@@ -80,11 +80,11 @@ def test_restartable_launches_give_each_attempt_its_own_store(monkeypatch, resta
     """The shared agent store kept a dead attempt's keys (pytorch#135712): opt out of it."""
     from torch.distributed import launcher
 
-    from dpwise.config import TrainConfig
-    from dpwise.hardware import Hardware
-    from dpwise.launch import launch
-    from dpwise.launch_env import DistEnv
-    from dpwise.plan import resolve
+    from dpwise.dist.env import DistEnv
+    from dpwise.dist.launch import launch
+    from dpwise.infra.hardware import Hardware
+    from dpwise.train.config import TrainConfig
+    from dpwise.train.plan import resolve
 
     seen = []
     monkeypatch.delenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", raising=False)
@@ -101,8 +101,8 @@ def test_restartable_launches_give_each_attempt_its_own_store(monkeypatch, resta
 
 
 def test_static_rendezvous_refuses_restarts():
-    from dpwise.config import TrainConfig
     from dpwise.errors import DpwiseError
+    from dpwise.train.config import TrainConfig
 
     with pytest.raises(DpwiseError, match="--max-restarts 1 needs --rdzv-backend c10d"):
         TrainConfig(strategy="ddp", rdzv_backend="static", max_restarts=1, rdzv_endpoint="h:1")
@@ -110,9 +110,9 @@ def test_static_rendezvous_refuses_restarts():
 
 def test_a_restart_without_a_checkpoint_of_this_launch_starts_again(tmp_path, userpkg):
     """A checkpoint another launch left in --out is not this run's: step 0 (or --resume's)."""
-    from dpwise.config import TrainConfig
-    from dpwise.launch_env import DistEnv
-    from dpwise.restart import attempt_for
+    from dpwise.dist.env import DistEnv
+    from dpwise.train.config import TrainConfig
+    from dpwise.train.restart import attempt_for
     from helpers_train import train_here
 
     tiny = {"model": "userpkg:tiny_model", "data": "userpkg:tiny_data", "batch_size": 8}

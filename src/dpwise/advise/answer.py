@@ -14,7 +14,7 @@ from dpwise.advise.request import AdviseRequest
 from dpwise.advise.rules import decide, situation
 from dpwise.errors import DpwiseError
 from dpwise.projection.cite import DEFAULT_DEVICES, cite
-from dpwise.workload import resolve_workload
+from dpwise.workload.spec import resolve_workload
 
 
 def load_results(path: Path) -> dict[str, Any]:

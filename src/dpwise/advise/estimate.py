@@ -22,7 +22,7 @@ from dpwise.advise import kinds
 from dpwise.advise.footprint import footprint
 from dpwise.strategies import names
 from dpwise.strategies.fsdp import shard_units
-from dpwise.workload import Workload
+from dpwise.workload.spec import Workload
 
 
 @dataclass(frozen=True)

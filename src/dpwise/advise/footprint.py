@@ -25,11 +25,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise import batches
-from dpwise.data import BatchSource
 from dpwise.errors import DpwiseError
-from dpwise.units import size
-from dpwise.workload import Workload
+from dpwise.infra.units import size
+from dpwise.workload import batches
+from dpwise.workload.data import BatchSource
+from dpwise.workload.spec import Workload
 
 # parameter bytes up to which the batch-dependent part is measured for real
 REAL_RUN_LIMIT = 1 << 30
@@ -93,9 +93,9 @@ def measured_peak(workload: Workload, data: BatchSource, rows: int, cfg: dict[st
     import tempfile
     from pathlib import Path
 
-    from dpwise.engine import make_optimizer
     from dpwise.measure import profile
-    from dpwise.precision import Precision
+    from dpwise.train.engine import make_optimizer
+    from dpwise.train.precision import Precision
 
     index = torch.arange(min(rows, len(data)))
     with tempfile.TemporaryDirectory() as tmp:

@@ -6,11 +6,11 @@ import math
 from typing import Any
 
 from dpwise.advise.rules import Recommendation, Situation, decide, launch_commands
-from dpwise.compare.document import Results
-from dpwise.compare.records import Run
 from dpwise.errors import DpwiseError
+from dpwise.infra.units import sci, size
+from dpwise.results.document import Results
+from dpwise.results.records import Run
 from dpwise.strategies import reference
-from dpwise.units import sci, size
 
 RERUN = "a quieter machine or more repeats: run dpwise compare again, then dpwise advise --from"
 

@@ -1,5 +1,6 @@
-"""AdviseRequest: the scenario `dpwise advise` answers. Each field is a setting (dpwise.settings);
-left out (None), a fact is detected or assumed and the answer says which."""
+"""AdviseRequest: the scenario `dpwise advise` answers. Each field is a setting
+(dpwise.infra.settings); left out (None), a fact is detected or assumed and the answer says
+which."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from dpwise.config import TrainConfig, WorkloadSettings
 from dpwise.errors import DpwiseError
+from dpwise.infra.settings import at_least, like, setting, validate
 from dpwise.projection.links import check_names
-from dpwise.settings import at_least, like, setting, validate
+from dpwise.train.config import TrainConfig, WorkloadSettings
 
 SIZE_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 SIZE_EXAMPLES = "7e9, 7B, 350M, 1.3b, 1.5T or 7_000_000_000"

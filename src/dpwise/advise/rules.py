@@ -13,8 +13,8 @@ from typing import Any
 
 from dpwise.advise import kinds
 from dpwise.advise.facts import Fact
+from dpwise.infra.units import size
 from dpwise.strategies import traits
-from dpwise.units import size
 
 # The decision matrix's answers: the rules recommend strategies by name (the name is the answer);
 # what follows from an answer (its world size, launch line and memory model) comes from its

@@ -7,7 +7,7 @@ import json
 
 from dpwise.advise.request import AdviseRequest, model_size  # noqa: F401 (model_size: public)
 from dpwise.commands.common import add_workload_args
-from dpwise.settings import add_settings, from_args
+from dpwise.infra.settings import add_settings, from_args
 
 HELP = "recommend a strategy for a scenario, with reasons and a memory estimate"
 DESCRIPTION = (
@@ -40,7 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from dpwise.advise.answer import advise
-    from dpwise.report.advise_text import render
+    from dpwise.advise.text import render
 
     model = args.model
     if model is None and args.params is None and args.from_results is None:

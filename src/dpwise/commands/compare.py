@@ -8,13 +8,13 @@ from collections import UserString
 
 from dpwise.commands.common import add_workload_args
 from dpwise.compare.settings import CompareConfig
-from dpwise.settings import add_settings, from_args
+from dpwise.infra.settings import add_settings, from_args
 
 HELP = "run single, dp and ddp side by side and check the guide's claims"
 
 
 class _Description(UserString):
-    """The description names the checks of dpwise.checks.CHECKS, read when --help is shown:
+    """The description names the checks of dpwise.compare.checks.CHECKS, read when --help is shown:
     importing the checks imports torch, which building the parser must not."""
 
     def __init__(self) -> None:  # no text yet: ``data`` is computed on first use
@@ -22,7 +22,7 @@ class _Description(UserString):
 
     @property
     def data(self) -> str:
-        from dpwise.checks import CHECKS
+        from dpwise.compare.checks import CHECKS
 
         names = ", ".join(c.name for c in CHECKS)
         return (

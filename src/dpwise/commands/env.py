@@ -17,8 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpwise import env_report
-    from dpwise.report.env_text import render
+    from dpwise.infra import env_report
+    from dpwise.infra.env_text import render
 
     info = env_report.gather()
     print(json.dumps(info, indent=2) if args.json else render(info))

@@ -54,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from dpwise.errors import DpwiseError
     from dpwise.migrate import MigrationRefused, migrate_source
-    from dpwise.report.migrate_text import render_edits, render_refusal
+    from dpwise.migrate.text import render_edits, render_refusal
 
     if args.verify_steps < 1:
         raise DpwiseError(f"--verify-steps {args.verify_steps}: give at least 1")
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     print(render_edits(result.edits, args.out), file=sys.stderr if not args.out else sys.stdout)
     if verdict is None:
         return 0
-    from dpwise.report.migrate_text import render_verdict
+    from dpwise.migrate.text import render_verdict
 
     print(render_verdict(verdict), file=sys.stderr if not args.out else sys.stdout)
     return 0 if verdict.same else 1
@@ -97,8 +97,8 @@ def _verify(args: argparse.Namespace, code: str):  # type: ignore[no-untyped-def
 
 def _emit(args: argparse.Namespace, text: str, code: str) -> None:
     """The migrated script: a diff, a file written atomically (-o), or the text on stdout."""
-    from dpwise.atomic import atomic_write_text
     from dpwise.errors import DpwiseError
+    from dpwise.infra.atomic import atomic_write_text
 
     if args.diff:
         name = str(args.script)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from dpwise.infra.settings import add_settings, from_args
 from dpwise.link.settings import LAUNCH, ProbeLinkConfig
-from dpwise.settings import add_settings, from_args
 
 HELP = "measure the link between processes: collective time, algbw and busbw by message size"
 DESCRIPTION = (
@@ -40,9 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dpwise.link.text import link_lines
     from dpwise.link.worker import run_probe
-    from dpwise.outputs import check_writable, write_json
-    from dpwise.report.link_text import link_lines
+    from dpwise.train.outputs import check_writable, write_json
 
     cfg = from_args(ProbeLinkConfig, args)
     if cfg.out is not None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from dpwise import strategies
 from dpwise.commands.common import add_workload_args
-from dpwise.config import PROCESSES, TrainConfig
 from dpwise.errors import DpwiseError
-from dpwise.settings import add_settings, from_args
+from dpwise.infra.settings import add_settings, from_args
+from dpwise.train.config import PROCESSES, TrainConfig
 
 HELP = f"train one workload with one strategy ({', '.join(strategies.names())})"
 DESCRIPTION = "Train one workload with one data-parallel strategy, launched correctly."
@@ -96,7 +96,7 @@ def check_resume(cfg, workload, header_only: bool = False) -> dict | None:
     are other processes, which load it themselves) only its header is read, and None returned."""
     import torch
 
-    from dpwise import checkpoint
+    from dpwise.train import checkpoint
 
     label = f"--resume {cfg.resume}"
     expected = checkpoint.fingerprint(cfg.to_dict())
@@ -112,14 +112,14 @@ def check_resume(cfg, workload, header_only: bool = False) -> dict | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpwise import outputs
-    from dpwise.atomic import remove_stale_temporaries
-    from dpwise.hardware import Hardware
-    from dpwise.launch import launch
-    from dpwise.launch_env import DistEnv
-    from dpwise.plan import resolve
-    from dpwise.train_worker import Prepared, run_worker, worker_entry
-    from dpwise.workload import workload_for
+    from dpwise.dist.env import DistEnv
+    from dpwise.dist.launch import launch
+    from dpwise.infra.atomic import remove_stale_temporaries
+    from dpwise.infra.hardware import Hardware
+    from dpwise.train import outputs
+    from dpwise.train.plan import resolve
+    from dpwise.train.worker import Prepared, run_worker, worker_entry
+    from dpwise.workload.spec import workload_for
 
     if args.overwrite and args.resume is not None:
         raise DpwiseError("--resume continues the run in --out, --overwrite replaces it: give one")
@@ -154,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _say_node(plan):
     """This node's place in a multi-node job (None: one node), said unless --quiet."""
-    from dpwise.launch import node_network
-    from dpwise.report.train_text import node_line
+    from dpwise.dist.launch import node_network
+    from dpwise.train.text import node_line
 
     net = node_network(plan)
     if net is not None and not plan.config.quiet:
@@ -169,7 +169,7 @@ def _out_lock(out: Path | None, env, nnodes: int):
     every node's command shares the --out, and which node holds rank 0 is decided later."""
     from contextlib import nullcontext
 
-    from dpwise.outlock import locked
+    from dpwise.infra.outlock import locked
 
     skip = out is None or env.rank != 0 or (nnodes > 1 and not env.under_launcher)
     return nullcontext() if skip else locked(out)

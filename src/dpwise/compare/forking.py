@@ -32,7 +32,7 @@ def start_early() -> None:
     if context().get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        from dpwise.interrupts import children_held
+        from dpwise.infra.interrupts import children_held
 
         # A Ctrl-C during its imports waits; each run process releases it (run_process).
         with children_held():

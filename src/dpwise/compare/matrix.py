@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dpwise import strategies
-from dpwise.batch_split import check_batch_divides
 from dpwise.compare.settings import CompareConfig
 from dpwise.errors import DpwiseError
-from dpwise.hardware import Hardware
+from dpwise.infra.hardware import Hardware
 from dpwise.strategies.traits import VISIBLE
+from dpwise.train.batch_split import check_batch_divides
 
 
 @dataclass(frozen=True)

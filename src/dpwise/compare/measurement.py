@@ -10,17 +10,17 @@ from typing import Any
 
 import torch
 
-from dpwise.checkpoint import atomic_torch_save
 from dpwise.compare.matrix import RunSpec
-from dpwise.data import BatchSource, epoch_permutation
-from dpwise.engine import Loop
 from dpwise.measure import buckets, memory, profile
 from dpwise.measure.stats import summary
-from dpwise.plan import RunPlan
 from dpwise.strategies import traits
 from dpwise.strategies.base import Strategy
 from dpwise.strategies.traits import VISIBLE
-from dpwise.workload import Workload
+from dpwise.train.checkpoint import atomic_torch_save
+from dpwise.train.engine import Loop
+from dpwise.train.plan import RunPlan
+from dpwise.workload.data import BatchSource, epoch_permutation
+from dpwise.workload.spec import Workload
 
 WARM_STEPS = 2
 COLLECT_ABOVE_BYTES = 16 * 2**20

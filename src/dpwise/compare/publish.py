@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from dpwise.compare.document import Results
+from dpwise.results.document import Results
 
 STAGING = ".dpwise-partial"
 REPORT_FILES = ("results.json", "report.html", "report.md")  # results.json first: the index

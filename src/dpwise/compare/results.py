@@ -13,18 +13,19 @@ from typing import Any
 import torch
 from torch import nn
 
-from dpwise import __version__, checks
-from dpwise.checks import CHECKS, CheckContext
-from dpwise.compare.document import Results
-from dpwise.compare.records import Json, Run
+from dpwise import __version__
+from dpwise.compare import checks
+from dpwise.compare.checks import CHECKS, CheckContext
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.verdict import claims, recommend
 from dpwise.diagnosis import ModelProbe, probe_workload
 from dpwise.diagnosis.layers import batchnorm_layers, dropout_layers
-from dpwise.hardware import Hardware, gpu_names
+from dpwise.infra.hardware import Hardware, gpu_names
 from dpwise.projection import section as projection
+from dpwise.results.document import Results
+from dpwise.results.records import Json, Run
 from dpwise.strategies import one_process_many_devices, one_process_per_device, traits
-from dpwise.workload import BUILTINS, Workload, workload_for
+from dpwise.workload.spec import BUILTINS, Workload, workload_for
 
 
 def _state(out: Path, run: Run) -> dict[str, torch.Tensor]:

@@ -16,12 +16,12 @@ from typing import Any
 
 from dpwise.compare.forking import context
 from dpwise.compare.matrix import RunSpec
-from dpwise.compare.records import Run
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import RunFailed, TurnHost, raise_failure
 from dpwise.compare.worker import run_process
-from dpwise.interrupts import check as check_interrupted
-from dpwise.interrupts import terminate_raises
+from dpwise.infra.interrupts import check as check_interrupted
+from dpwise.infra.interrupts import terminate_raises
+from dpwise.results.records import Run
 
 READY_TIMEOUT_S = 30 * 60  # start-up: import, data, process group
 TURN_TIMEOUT_S = 6 * 3600  # one repeat or one probe of one run

@@ -9,16 +9,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from dpwise import outputs
 from dpwise.compare import publish
-from dpwise.compare.document import Results
 from dpwise.compare.matrix import build_matrix
 from dpwise.compare.results import assemble
 from dpwise.compare.runner import run_all
 from dpwise.compare.settings import CompareConfig
 from dpwise.diagnosis import probe_workload
-from dpwise.hardware import Hardware
-from dpwise.outlock import first_missing, locked
+from dpwise.infra.hardware import Hardware
+from dpwise.infra.outlock import first_missing, locked
 from dpwise.report.files import write_reports
 from dpwise.report.terminal import (
     CompareProgress,
@@ -27,7 +25,9 @@ from dpwise.report.terminal import (
     summary_table,
     verdict_lines,
 )
-from dpwise.workload import workload_for
+from dpwise.results.document import Results
+from dpwise.train import outputs
+from dpwise.workload.spec import workload_for
 
 
 def run_compare(cfg: CompareConfig, command: str) -> int:

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from dpwise import strategies as registry
-from dpwise.config import TrainConfig, WorkloadSettings
 from dpwise.errors import DpwiseError
+from dpwise.infra.settings import at_least, finite, like, positive, setting, validate
 from dpwise.projection.links import DEFAULT_LINKS, EXAMPLE, check_names
 from dpwise.projection.model import DEFAULT_DEVICES
-from dpwise.settings import at_least, finite, like, positive, setting, validate
+from dpwise.train.config import TrainConfig, WorkloadSettings
 
 
 def parse_list(raw: str, flag: str, cast: type = str) -> tuple[Any, ...]:
@@ -63,8 +63,8 @@ NOT_PASSED_TO_RUNS = {"out", "quiet", "find_unused_parameters"}
 
 @dataclass(frozen=True, kw_only=True)
 class CompareConfig(WorkloadSettings):
-    """What `dpwise compare` runs. Each field is a setting (dpwise.settings); those that mean the
-    same as in `dpwise train` are TrainConfig's, taken with ``like``."""
+    """What `dpwise compare` runs. Each field is a setting (dpwise.infra.settings); those that mean
+    the same as in `dpwise train` are TrainConfig's, taken with ``like``."""
 
     strategies: tuple[str, ...] = setting(
         factory=registry.compared_by_default,

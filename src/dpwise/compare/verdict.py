@@ -6,20 +6,20 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from dpwise.checks import COMMUNICATION, MEMORY, SCALABILITY, Check, CheckResult
-from dpwise.checks.base import clearly_faster, compare, diverged, median_rate
-from dpwise.checks.communication import stalled
-from dpwise.checks.speed import drifted
-from dpwise.checks.thresholds import (
+from dpwise.compare.checks import COMMUNICATION, MEMORY, SCALABILITY, Check, CheckResult
+from dpwise.compare.checks.base import clearly_faster, compare, diverged, median_rate
+from dpwise.compare.checks.communication import stalled
+from dpwise.compare.checks.speed import drifted
+from dpwise.compare.checks.thresholds import (
     CONFIDENCE,
     EXPOSED_SHARE_LIMIT,
     FSDP_LESS_MEMORY,
     HALF_MEMORY,
     NEAR_LINEAR,
 )
-from dpwise.compare.records import Run
+from dpwise.infra.units import mib, pct, rate, sci
+from dpwise.results.records import Run
 from dpwise.strategies import one_process_many_devices, one_process_per_device
-from dpwise.units import mib, pct, rate, sci
 
 GUIDE = "guide"
 

@@ -17,20 +17,20 @@ import torch.distributed as dist
 
 from dpwise.compare.matrix import RunSpec
 from dpwise.compare.measurement import Repeats, profiled_probe
-from dpwise.compare.records import DevicePeak, Memory, Run, Spread
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import TurnClient
+from dpwise.dist.env import DistEnv
+from dpwise.dist.launch import launch, run_guarded
 from dpwise.errors import DpwiseError
-from dpwise.hardware import Hardware, configure_threads
-from dpwise.interrupts import release
-from dpwise.launch import launch, run_guarded
-from dpwise.launch_env import DistEnv
+from dpwise.infra.hardware import Hardware, configure_threads
+from dpwise.infra.interrupts import release
 from dpwise.link.probe import probe_link
 from dpwise.link.settings import MIN_PROBE_BYTES
-from dpwise.plan import RunPlan, resolve
+from dpwise.results.records import DevicePeak, Memory, Run, Spread
 from dpwise.strategies import make_strategy, traits
 from dpwise.strategies.traits import VISIBLE
-from dpwise.workload import workload_for
+from dpwise.train.plan import RunPlan, resolve
+from dpwise.workload.spec import workload_for
 
 Address = tuple[str, int]
 LINK_ITERS = 10  # timed operations per message size in compare's link probe (probe-link: 20)

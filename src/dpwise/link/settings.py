@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpwise.config import PROCESSES, TrainConfig
 from dpwise.errors import DpwiseError
+from dpwise.infra.settings import like, setting, validate
 from dpwise.link.fit import OPS
-from dpwise.settings import like, setting, validate
+from dpwise.train.config import PROCESSES, TrainConfig
 
 _UNITS = {
     "": 1,

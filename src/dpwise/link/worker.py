@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dpwise.hardware import Hardware, configure_threads
-from dpwise.launch import launch, run_guarded
-from dpwise.launch_env import DistEnv
+from dpwise.dist.env import DistEnv
+from dpwise.dist.launch import launch, run_guarded
+from dpwise.infra.hardware import Hardware, configure_threads
 from dpwise.link.probe import probe_link
 from dpwise.link.settings import ProbeLinkConfig
-from dpwise.plan import RunPlan, resolve
+from dpwise.train.plan import RunPlan, resolve
 
 
 def _expected_world(cfg: ProbeLinkConfig, hw: Hardware, env: DistEnv) -> int:

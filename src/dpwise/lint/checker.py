@@ -7,10 +7,10 @@ import re
 from collections.abc import Iterable
 
 from dpwise.lint import files
-from dpwise.lint.analysis import FileContext
-from dpwise.lint.edits import column as _column
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.project import Project
+from dpwise.lint.fix.edits import column as _column
 from dpwise.lint.model import Finding, Fix, Hit, Rule
-from dpwise.lint.project import Project
 from dpwise.lint.rules import CHECKS, FIXERS, NOT_CHECKED, SYNTAX_ERROR, selected
 
 # A file that mentions none of these cannot trigger any rule (names resolve through imports of

@@ -6,11 +6,12 @@ import argparse
 import sys
 
 from dpwise.errors import DpwiseError
-from dpwise.lint import files, fixer
+from dpwise.lint import files
+from dpwise.lint.analysis.project import Project
 from dpwise.lint.checker import lint_paths
 from dpwise.lint.diagnostics import FORMATS, Fixing, plural, render, render_fixed
+from dpwise.lint.fix import fixer
 from dpwise.lint.model import Finding, Rule
-from dpwise.lint.project import Project
 from dpwise.lint.rules import FIXERS, RULES, find_rule, selected
 
 HELP = "find data-parallel pitfalls in training scripts, statically"

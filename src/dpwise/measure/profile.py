@@ -16,8 +16,8 @@ from typing import Any
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from dpwise.atomic import no_room
 from dpwise.errors import DpwiseError
+from dpwise.infra.atomic import no_room
 
 STEP_MARK = "dpwise.step"
 # Backend-level events torch.distributed records for each collective (gloo:/nccl: prefixes).

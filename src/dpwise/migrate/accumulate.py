@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from dpwise.lint.cst import code
+from dpwise.lint.fix.cst import code
 from dpwise.migrate.edits import Edit, statements
 from dpwise.migrate.epochs import referenced
 from dpwise.migrate.facts import Facts, last

@@ -48,7 +48,7 @@ def _break(last: str) -> cst.ParenthesizedWhitespace:
 def reflowed(call: cst.Call, width: int = 72) -> cst.Call:
     """A one-line call longer than `width` laid out one argument per line (with a trailing
     comma), as a formatter would; a call already spread over lines is left as it is."""
-    from dpwise.lint.cst import code
+    from dpwise.lint.fix.cst import code
 
     text = code(call)
     if "\n" in text or len(text) <= width or not call.args:

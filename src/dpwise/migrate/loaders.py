@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from dpwise.lint.cst import code, with_keyword
+from dpwise.lint.fix.cst import code, with_keyword
 from dpwise.migrate.edits import Edit, reflowed, statements
 from dpwise.migrate.facts import Facts, dotted, last, plain_sampler
 

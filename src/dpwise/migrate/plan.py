@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from dpwise.lint.cst import code
+from dpwise.lint.fix.cst import code
 from dpwise.migrate import helper
 from dpwise.migrate.accumulate import accumulation_edits
 from dpwise.migrate.edits import Edit, statements

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from dpwise.lint.cst import code
+from dpwise.lint.fix.cst import code
 from dpwise.migrate.edits import Edit, indented, statements
 from dpwise.migrate.facts import Facts, dotted
 

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from dpwise.errors import DpwiseError
+from dpwise.infra.units import size
 from dpwise.projection.links import PRESETS, Link, custom
 from dpwise.projection.model import Bucket, Inputs, Point, fits, project_ddp
-from dpwise.units import size
 
 DEFAULT_DEVICES = 64  # the issue's example scale, when neither --devices nor --gpus says
 _URL = re.compile(r"https?://[^\s);,']+")

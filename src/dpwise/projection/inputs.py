@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dpwise.compare.document import Results
-from dpwise.compare.records import Run
 from dpwise.errors import DpwiseError
 from dpwise.projection.model import Bucket, Inputs, Sharded
+from dpwise.results.document import Results
+from dpwise.results.records import Run
 from dpwise.strategies import one_process_per_device, sharded
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from dpwise.compare.document import Results
+from dpwise.infra.units import size
 from dpwise.projection.inputs import NoInputs, inputs_from_results
 from dpwise.projection.links import Link, link_from_probe, resolve
 from dpwise.projection.model import (
@@ -17,7 +17,7 @@ from dpwise.projection.model import (
     project_ddp,
     project_fsdp,
 )
-from dpwise.units import size
+from dpwise.results.document import Results
 
 TREES = "https://developer.nvidia.com/blog/massively-scale-deep-learning-training-nccl-2-4/"
 DP_ON_CPU = (

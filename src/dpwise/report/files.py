@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from dpwise.atomic import atomic_write_text
-from dpwise.compare.document import Results
+from dpwise.infra.atomic import atomic_write_text
 from dpwise.report.html import render_html
 from dpwise.report.markdown import render_markdown
 from dpwise.report.plots import write_plots
+from dpwise.results.document import Results
 
 
 def write_reports(results: Results, out_dir: Path) -> tuple[Results, dict[str, Path]]:

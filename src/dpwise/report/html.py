@@ -9,8 +9,8 @@ from typing import Any
 
 import jinja2
 
-from dpwise.compare.document import Results
 from dpwise.report.view import build_view
+from dpwise.results.document import Results
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

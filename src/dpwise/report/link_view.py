@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpwise.report.link_text import fit_line, gbps
-from dpwise.units import size
+from dpwise.infra.units import size
+from dpwise.link.text import fit_line, gbps
 
 TITLE = "Link probe"
 COLUMNS = ["op", "size", "bytes", "time (µs)", "algbw (GB/s)", "busbw (GB/s)"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpwise.compare.document import Results
 from dpwise.report.view import build_view
+from dpwise.results.document import Results
 
 
 def cell(text: Any) -> str:

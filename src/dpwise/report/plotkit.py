@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import StrMethodFormatter
 
-from dpwise.compare.records import Run
+from dpwise.results.records import Run
 
 DPI = 100
 MIB = 1024**2

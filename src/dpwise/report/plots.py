@@ -15,8 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from dpwise.atomic import atomic_write_bytes
-from dpwise.compare.document import Results
+from dpwise.infra.atomic import atomic_write_bytes
 from dpwise.report.link_plot import link_figure
 from dpwise.report.plotkit import (
     LINESTYLES,
@@ -33,6 +32,7 @@ from dpwise.report.plotkit import (
     style_axes,
 )
 from dpwise.report.projection_plot import projection_figure
+from dpwise.results.document import Results
 from dpwise.strategies import reference
 
 MEMORY_TITLES = {

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from dpwise.compare.document import Results
-from dpwise.units import mib, rate, sci
+from dpwise.infra.units import mib, rate, sci
+from dpwise.results.document import Results
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
 

@@ -15,9 +15,9 @@ from dpwise.errors import DpwiseError
 from dpwise.strategies.traits import VISIBLE, Traits
 
 if TYPE_CHECKING:
-    from dpwise.launch_env import DistEnv
-    from dpwise.plan import RunPlan
+    from dpwise.dist.env import DistEnv
     from dpwise.strategies.base import Strategy
+    from dpwise.train.plan import RunPlan
 
 __all__ = [
     "Traits",

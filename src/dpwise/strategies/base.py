@@ -11,8 +11,8 @@ from torch import nn
 from dpwise.strategies.traits import Traits
 
 if TYPE_CHECKING:
-    from dpwise.launch_env import DistEnv
-    from dpwise.plan import RunPlan
+    from dpwise.dist.env import DistEnv
+    from dpwise.train.plan import RunPlan
 
 
 @runtime_checkable

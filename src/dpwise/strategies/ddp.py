@@ -15,14 +15,14 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from dpwise.config import DEFAULT_TIMEOUT_S
-from dpwise.launch_env import DistEnv
+from dpwise.dist.env import DistEnv
 from dpwise.strategies.base import WholeModel
 from dpwise.strategies.ddp_guard import GuardedDDP
 from dpwise.strategies.traits import OWN, Traits
+from dpwise.train.config import DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
-    from dpwise.plan import RunPlan
+    from dpwise.train.plan import RunPlan
 
 # Workers reach init_process_group seconds apart (imports, data, a loaded machine): the first
 # meeting may wait this long even when --timeout is shorter; --timeout applies from then on.

@@ -11,8 +11,8 @@ from dpwise.strategies.single import SingleStrategy
 from dpwise.strategies.traits import VISIBLE, Traits
 
 if TYPE_CHECKING:
-    from dpwise.launch_env import DistEnv
-    from dpwise.plan import RunPlan
+    from dpwise.dist.env import DistEnv
+    from dpwise.train.plan import RunPlan
 
 CPU_PASS_THROUGH = (
     "dp on the CPU: torch.nn.DataParallel finds no GPU and calls the module directly, "

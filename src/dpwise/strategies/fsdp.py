@@ -37,8 +37,8 @@ from dpwise.strategies.ddp import DDPStrategy
 from dpwise.strategies.traits import OWN, Traits
 
 if TYPE_CHECKING:
-    from dpwise.launch_env import DistEnv
-    from dpwise.plan import RunPlan
+    from dpwise.dist.env import DistEnv
+    from dpwise.train.plan import RunPlan
 
 ROOT = "(root)"
 

@@ -12,8 +12,8 @@ from dpwise.strategies.base import WholeModel
 from dpwise.strategies.traits import OWN, Traits
 
 if TYPE_CHECKING:
-    from dpwise.launch_env import DistEnv
-    from dpwise.plan import RunPlan
+    from dpwise.dist.env import DistEnv
+    from dpwise.train.plan import RunPlan
 
 
 class SingleStrategy(WholeModel):

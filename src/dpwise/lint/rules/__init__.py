@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from dpwise.errors import DpwiseError
-from dpwise.lint.analysis import FileContext
+from dpwise.lint.analysis.context import FileContext
 from dpwise.lint.files import MAX_FILE_BYTES
 from dpwise.lint.model import Fix, Hit, Rule
 from dpwise.lint.rules import (

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from dpwise.lint import names as N
-from dpwise.lint.analysis import FileContext
-from dpwise.lint.index import FUNCTIONS, LOOPS
-from dpwise.lint.loaders import assigned_values
+from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.index import FUNCTIONS, LOOPS
+from dpwise.lint.analysis.loaders import assigned_values
 from dpwise.lint.model import Hit, Rule
 
 DOCS = """\

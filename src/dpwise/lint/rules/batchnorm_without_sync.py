@@ -6,8 +6,8 @@ import ast
 import re
 from collections.abc import Iterator
 
-from dpwise.lint import names as N
-from dpwise.lint.analysis import FileContext
+from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.context import FileContext
 from dpwise.lint.model import Hit, Rule
 
 DOCS = """\

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from dpwise.lint.analysis import FileContext
-from dpwise.lint.flow import Flow, is_init
-from dpwise.lint.index import pos
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.flow import Flow, is_init
+from dpwise.lint.analysis.index import pos
 from dpwise.lint.model import Hit, Rule
 
 DOCS = """\

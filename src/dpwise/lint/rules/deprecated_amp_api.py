@@ -6,9 +6,9 @@ import ast
 import re
 from collections.abc import Iterator
 
-from dpwise.lint import cst
-from dpwise.lint import names as N
-from dpwise.lint.analysis import FileContext
+from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.fix import cst
 from dpwise.lint.model import SAFE, UNSAFE, Edit, Fix, Hit, Rule
 
 DOCS = """\

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from dpwise.lint.analysis import FileContext
-from dpwise.lint.loaders import keyword
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.loaders import keyword
 from dpwise.lint.model import Hit, Rule
 
 DOCS = """\

@@ -6,10 +6,10 @@ import ast
 import re
 from collections.abc import Iterator
 
-from dpwise.lint import names as N
-from dpwise.lint.analysis import FileContext
-from dpwise.lint.index import MODULE
-from dpwise.lint.loaders import assigned_values, keyword
+from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.index import MODULE
+from dpwise.lint.analysis.loaders import assigned_values, keyword
 from dpwise.lint.model import UNSAFE, Edit, Fix, Hit, Rule
 
 DOCS = """\

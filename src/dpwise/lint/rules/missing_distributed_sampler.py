@@ -5,11 +5,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from dpwise.lint import names as N
-from dpwise.lint.analysis import FileContext
-from dpwise.lint.guards import mentions_rank
-from dpwise.lint.index import MODULE
-from dpwise.lint.loaders import (
+from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.guards import mentions_rank
+from dpwise.lint.analysis.index import MODULE
+from dpwise.lint.analysis.loaders import (
     assigned_values,
     bound_names,
     data_is_split,

@@ -5,12 +5,12 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from dpwise.lint import names as N
-from dpwise.lint.analysis import FileContext
-from dpwise.lint.flow import Flow, is_set_device
-from dpwise.lint.guards import rank_like
-from dpwise.lint.index import MODULE
-from dpwise.lint.loaders import assigned_values, given, keyword
+from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.flow import Flow, is_set_device
+from dpwise.lint.analysis.guards import rank_like
+from dpwise.lint.analysis.index import MODULE
+from dpwise.lint.analysis.loaders import assigned_values, given, keyword
 from dpwise.lint.model import Hit, Rule
 
 DOCS = """\

@@ -6,10 +6,10 @@ import ast
 import re
 from collections.abc import Iterator
 
-from dpwise.lint import names as N
-from dpwise.lint.analysis import FileContext
-from dpwise.lint.index import pos
-from dpwise.lint.loaders import assigned_values, in_factory, shuffling_samplers
+from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.index import pos
+from dpwise.lint.analysis.loaders import assigned_values, in_factory, shuffling_samplers
 from dpwise.lint.model import UNSAFE, Fix, Hit, Rule
 
 DOCS = """\

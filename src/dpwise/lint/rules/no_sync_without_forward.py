@@ -5,11 +5,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from dpwise.lint import names as N
-from dpwise.lint.analysis import FileContext
-from dpwise.lint.index import pos
+from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.index import pos
+from dpwise.lint.analysis.wrappers import Wrappers
 from dpwise.lint.model import Hit, Rule
-from dpwise.lint.wrappers import Wrappers
 
 DOCS = """\
 ## What it does

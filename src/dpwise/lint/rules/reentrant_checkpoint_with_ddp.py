@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from dpwise.lint import cst
-from dpwise.lint import names as N
-from dpwise.lint.analysis import FileContext
-from dpwise.lint.loaders import keyword
+from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.loaders import keyword
+from dpwise.lint.fix import cst
 from dpwise.lint.model import UNSAFE, Fix, Hit, Rule
 
 DOCS = """\

@@ -6,14 +6,14 @@ import ast
 import re
 from collections.abc import Iterator
 
-from dpwise.lint import names as N
-from dpwise.lint.analysis import FileContext
-from dpwise.lint.flow import Flow, holds_on_entry
-from dpwise.lint.guards import Guards, mentions_rank
-from dpwise.lint.index import MODULE, pos
-from dpwise.lint.loaders import keyword, tokens
+from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.flow import Flow, holds_on_entry
+from dpwise.lint.analysis.guards import Guards, mentions_rank
+from dpwise.lint.analysis.index import MODULE, pos
+from dpwise.lint.analysis.loaders import keyword, tokens
+from dpwise.lint.analysis.project import replaces_print
 from dpwise.lint.model import Hit, Rule
-from dpwise.lint.project import replaces_print
 
 DOCS = """\
 ## What it does

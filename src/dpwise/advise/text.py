@@ -1,0 +1,70 @@
+"""Terminal text for `dpwise advise`: recommendation first, then reasons, memory, launch, facts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpwise.infra.units import size
+
+PARTS = (
+    ("parameters", "params"),
+    ("gradients", "grads"),
+    ("optimizer_state", "optimizer"),
+    ("amp_weight_casts", "amp casts"),
+    ("ddp_buckets", "ddp buckets"),
+    ("fsdp_gathered_units", "fsdp units"),
+    ("fsdp_unsharded_gradient", "fsdp grad"),
+    ("dp_full_batch_inputs", "dp inputs"),
+    ("dp_gathered_outputs", "dp outputs"),
+    ("activations", "activations"),
+)
+
+
+def _memory_table(memory: dict[str, Any]) -> list[str]:
+    header = f"  {'strategy':<8}{'devices':>8}{'peak/device':>13}  " + "  ".join(
+        f"{short:>11}" for _, short in PARTS
+    )
+    lines = [header]
+    for name, est in memory.items():
+        busiest = max(est["per_device"], key=lambda d: d["bytes"])["breakdown"]
+        cells = "  ".join(f"{size(busiest[k]) if k in busiest else '–':>11}" for k, _ in PARTS)
+        lines.append(f"  {name:<8}{est['world_size']:>8}{size(est['peak_bytes']):>13}  {cells}")
+    return lines
+
+
+def _source(answer: dict[str, Any]) -> str:
+    status = answer.get("measurement_status")
+    if status == "inconclusive":
+        return "; measurements inconclusive, so the rules answer"
+    return "; from measurements" if answer["measured"] else ""
+
+
+def render(answer: dict[str, Any]) -> str:
+    runner = answer["runner_up"] or "none"
+    lines = [
+        f"Recommendation: {answer['strategy']} (world size {answer['world_size']})",
+        f"  rule: {answer['rule']}; runner-up: {runner}{_source(answer)}",
+    ]
+    if answer.get("warnings"):
+        lines += ["", "Caution:", *(f"  ! {w}" for w in answer["warnings"])]
+    lines += [
+        "",
+        "Why:",
+        *(f"  • {r}" for r in answer["reasons"]),
+        "",
+        "Launch:",
+        *(f"  {c}" for c in answer["launch"]),
+    ]
+    if answer["memory"] is not None:
+        method = answer["model"]["method"]
+        lines += ["", f"Memory per device (estimate, {method}; the busiest device):"]
+        if answer["model"].get("reason"):
+            lines.append(f"  how: {answer['model']['reason']}")
+        lines += _memory_table(answer["memory"])
+    lines += ["", "What would change the answer:", *(f"  • {c}" for c in answer["changes"])]
+    lines += ["", "Facts:"]
+    for name, fact in answer["facts"].items():
+        note = f" — {fact['note']}" if fact["note"] else ""
+        value = "unknown" if fact["value"] is None else fact["value"]
+        lines.append(f"  {name:<18} {value!s:<10} ({fact['source']}){note}")
+    return "\n".join(lines)

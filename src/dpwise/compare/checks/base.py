@@ -1,0 +1,161 @@
+"""The checks' one interface (a CheckContext in, a CheckResult out), a Diagnosis of the model,
+and run comparisons shared by the checks and the verdict."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from dpwise.compare.checks.thresholds import CONFIDENCE, SPEED_MARGIN
+from dpwise.diagnosis.layers import Layer, group
+from dpwise.diagnosis.unused import Unused
+from dpwise.measure.stats import median_interval, paired_ratios
+from dpwise.results.records import Run
+
+
+@dataclass
+class CheckResult:
+    name: str
+    status: str  # pass | fail | warn | skip
+    summary: str
+    explanation: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    table: dict[str, Any] = field(default_factory=lambda: {"columns": [], "rows": []})
+    plot: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CheckResult:
+        """A check of a results.json; keys it lacks take their defaults ("" for text)."""
+        known = {f.name for f in fields(cls)}
+        text = {"name": "", "status": "", "summary": "", "explanation": ""}
+        return cls(**{**text, **{k: v for k, v in d.items() if k in known}})
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What in the model or set-up can make parallel runs differ from the single process.
+
+    ``batchnorm`` is found by class (its statistics follow each device's share of the batch);
+    ``stochastic`` by behaviour where the model probe ran, else by class (Dropout).
+    """
+
+    batchnorm: list[Layer]
+    stochastic: list[Layer]
+    loss_reduction: str
+    precision: str = "fp32"  # bf16 / fp16 round differently when the batch is split
+    unused: Unused = field(default_factory=Unused)
+    ddp_options: dict[str, bool] = field(default_factory=dict)  # what the ddp runs passed to DDP
+    probe_skipped: str | None = None  # why random layers were looked up by class name only
+
+    @property
+    def known_cause(self) -> str | None:
+        """A short name of every known cause of divergence, or None."""
+        causes = []
+        if self.batchnorm:
+            causes.append(f"BatchNorm ({group(self.batchnorm)})")
+        if self.stochastic:
+            causes.append(f"random layers ({group(self.stochastic)})")
+        if self.loss_reduction != "mean":
+            causes.append(f"a {self.loss_reduction}-reduced loss")
+        return " and ".join(causes) or None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckContext:
+    """Everything a check may read: the measured runs (single first) and the set-up."""
+
+    runs: tuple[Run, ...]
+    tolerance: float  # convergence: the largest parameter difference from single that passes
+    diagnosis: Diagnosis  # what in the model can make the runs differ
+    device_type: str  # "cpu" or "cuda"
+    repeats: int  # timed repeats per run (interleaved rounds)
+    cpu_cores: int
+
+
+@dataclass(frozen=True)
+class Check:
+    """One validation check: its name (the CheckResult's) and how it evaluates a context."""
+
+    name: str
+    evaluate: Callable[[CheckContext], CheckResult]
+
+    def __call__(self, ctx: CheckContext) -> CheckResult:
+        return self.evaluate(ctx)
+
+
+def diverged(run: Run) -> bool:
+    """The run's loss went NaN or infinite (recorded by its loop, or seen in its losses)."""
+    if run.diverged:
+        return True
+    return any(v is None or not math.isfinite(v) for v in run.losses)
+
+
+def peak(run: Run) -> int:
+    return run.memory.busiest
+
+
+def median_rate(run: Run) -> float:
+    return run.samples_per_s.median
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """a against b, round by round: the median throughput ratio and its confidence interval.
+
+    outcome: "faster" / "slower" when the whole interval lies beyond the margin, "same" when it
+    lies within it, "inconclusive" when it straddles the margin or there are too few rounds.
+    """
+
+    outcome: str
+    ratio: float
+    low: float
+    high: float
+    coverage: float
+    rounds: int
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def interval(self) -> str:
+        return f"{self.low:.2f}–{self.high:.2f}×"
+
+
+def _values(run: Run) -> list[float]:
+    s = run.samples_per_s
+    return list(s.values or [s.median])
+
+
+def compare(a: Run, b: Run, margin: float = SPEED_MARGIN) -> Comparison:
+    """Pair a's and b's repeats by round and test whether a is faster than b by the margin."""
+    ci = median_interval(paired_ratios(_values(a), _values(b)), CONFIDENCE)
+    base = (ci.median, ci.low, ci.high, ci.coverage, ci.n)
+    if ci.coverage < CONFIDENCE:
+        why = (
+            f"only {ci.n} paired round(s): at least 6 are needed for a {CONFIDENCE:.0%} "
+            "interval; raise --repeats"
+        )
+        return Comparison("inconclusive", *base, why)
+    if ci.low >= margin:
+        return Comparison("faster", *base)
+    if ci.high <= 1 / margin:
+        return Comparison("slower", *base)
+    if ci.low > 1 / margin and ci.high < margin:
+        return Comparison("same", *base)
+    why = (
+        f"{a.label} / {b.label} = {ci.median:.2f}× at the median, but the "
+        f"{CONFIDENCE:.0%} interval over {ci.n} rounds, {ci.low:.2f}–{ci.high:.2f}×, crosses "
+        f"the {margin - 1:.0%} margin"
+    )
+    return Comparison("inconclusive", *base, why)
+
+
+def clearly_faster(a: Run, b: Run) -> bool:
+    """a beats b by the margin with the whole confidence interval of the paired ratio."""
+    return compare(a, b).outcome == "faster"

@@ -1,0 +1,296 @@
+"""What a script imports from its sibling modules, read (never imported) on demand and cached.
+
+Four questions are asked across files: does `from common import get_dataloader` bring in a
+function that builds a `DataLoader` with no sampler and no notion of ranks? Does
+`from utils import init_distributed_mode` bring in a set-up helper that replaces `builtins.print`
+(so that a plain `print` after it is silent on the other ranks)? Does a set-up helper call
+`init_process_group` (then the script owns the group)? Does a factory such as
+`smart_ddp(model)` return a `DistributedDataParallel`? The module is looked up
+the way Python finds it when the script is run directly: beside the script (`common.py` or
+`common/__init__.py`), or relative to it for `from .data import ...`; an absolute import is also
+looked up one and two folders up (the project's own package, from `scripts/train.py`).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.context import FileContext
+from dpwise.lint.analysis.flow import Flow
+from dpwise.lint.analysis.index import MODULE
+from dpwise.lint.analysis.loaders import (
+    has_sampler,
+    in_factory,
+    rank_aware,
+    says_eval,
+    shuffling_samplers,
+)
+from dpwise.lint.analysis.wrappers import Wrappers
+
+Factories = dict[str, int]  # function name -> line of its DataLoader call
+
+
+class Project:
+    def __init__(self) -> None:
+        self._factories: dict[str, tuple[str, Factories]] = {}
+        self._silencers: dict[str, frozenset[str]] = {}
+        self._modules: dict[str, FileContext | None] = {}
+        self._group_makers: dict[str, frozenset[str]] = {}
+        self._launchers: dict[str, frozenset[str]] = {}
+        self._ddp_factories: dict[str, frozenset[str]] = {}
+        self._sampler_factories: dict[str, dict[str, int]] = {}
+
+    def module_path(self, importer: str, module: str) -> str | None:
+        level = len(module) - len(module.lstrip("."))
+        parts = module.lstrip(".").split(".")
+        base = os.path.dirname(importer)
+        for _ in range(max(level - 1, 0)):
+            base = os.path.dirname(base)
+        # an absolute import may also name the project's own package from a script one or two
+        # folders down (repo/scripts/train.py importing repo/pkg/dist_util.py)
+        parent = os.path.dirname(base)
+        bases = [base] if level else [base, parent, os.path.dirname(parent)]
+        for folder in bases:
+            for candidate in (
+                os.path.join(folder, *parts) + ".py",
+                os.path.join(folder, *parts, "__init__.py"),
+            ):
+                if os.path.isfile(candidate):
+                    return candidate
+        return None
+
+    def loader_factory(self, importer: str, module: str, func: str) -> tuple[str, int] | None:
+        """(path, line) of the unsharded DataLoader built by `module.func`, if it is one."""
+        if module.split(".")[0] in ("torch", "os", "sys", "numpy", "np"):
+            return None
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._factories:
+            path = self.module_path(importer, module)
+            self._factories[key] = (path or "", _factories(path) if path else {})
+        path, factories = self._factories[key]
+        return (path, factories[func]) if func in factories else None
+
+    def silences_print(self, importer: str, module: str, func: str) -> bool:
+        """Does `module.func` replace `builtins.print` (directly or through its own helpers)?"""
+        if module.split(".")[0] in ("torch", "os", "sys", "numpy", "np"):
+            return False
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._silencers:
+            path = self.module_path(importer, module)
+            ctx = _context(path) if path else None
+            self._silencers[key] = print_silencers(ctx) if ctx is not None else frozenset()
+        return func in self._silencers[key]
+
+    def _module(self, importer: str, module: str) -> FileContext | None:
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._modules:
+            path = self.module_path(importer, module)
+            self._modules[key] = _context(path) if path else None
+        return self._modules[key]
+
+    def launches_group(self, importer: str, module: str, func: str, depth: int = 0) -> bool:
+        """Does `func` create the group only in the workers it starts (`launch(main, n)`)?"""
+        return self._names(self._launchers, group_launchers, importer, module, func, depth)
+
+    def creates_group(self, importer: str, module: str, func: str, depth: int = 0) -> bool:
+        """Does the sibling module's function `func` call `init_process_group` (directly, through
+        its own module's functions, or in the workers it starts)? A package's `__init__.py` that
+        re-exports the function (`from .launch import launch`, `from .launch import *`) is
+        followed to the module that defines it."""
+        return self._names(self._group_makers, group_makers, importer, module, func, depth)
+
+    def _names(self, table, find, importer: str, module: str, func: str, depth: int) -> bool:  # type: ignore[no-untyped-def]
+        """Is `func` among the names `find` picks out of the module (memoised in `table`),
+        following a package's re-exports two levels deep?"""
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in table:
+            ctx = self._module(importer, module)
+            table[key] = find(ctx) if ctx is not None else frozenset()
+        if func in table[key]:
+            return True
+        ctx = self._module(importer, module)
+        if ctx is None or depth >= 2:
+            return False
+        return any(
+            self._names(table, find, ctx.path, source, name, depth + 1)
+            for source, name in _reexports(ctx, func)
+        )
+
+    def builds_ddp(self, importer: str, module: str, func: str) -> bool:
+        """Does the sibling module's function `func` return a `DistributedDataParallel`?"""
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._ddp_factories:
+            ctx = self._module(importer, module)
+            self._ddp_factories[key] = ddp_factories(ctx) if ctx is not None else frozenset()
+        return func in self._ddp_factories[key]
+
+    def mentions(self, importer: str, module: str, func: str, attrs: tuple[str, ...]) -> bool:
+        """Does the sibling module's function `func` use one of `attrs` (`module.no_sync()` in a
+        `ddp_sync(module, sync)` context manager)?"""
+        ctx = self._module(importer, module)
+        info = ctx.idx.functions.get(func) if ctx is not None else None
+        return info is not None and any(
+            isinstance(n, ast.Attribute) and n.attr in attrs for n in ast.walk(info.node)
+        )
+
+    def imported_source_mentions(self, ctx: FileContext, words: tuple[str, ...]) -> bool:
+        """Does a module of the project that `ctx` imports (`import resnet`, `from models
+        import vit`) contain one of `words` (`BatchNorm`, `register_buffer`)?"""
+        for imp in ctx.idx.imports:
+            if isinstance(imp, ast.Import):
+                modules = [alias.name for alias in imp.names]
+            else:
+                base = "." * imp.level + (imp.module or "")
+                sep = "." if imp.module else ""
+                modules = [base, *(f"{base}{sep}{alias.name}" for alias in imp.names)]
+            for module in modules:
+                root = module.lstrip(".").split(".")[0]
+                if not root or root in ("torch", "os", "sys", "numpy", "np"):
+                    continue
+                other = self._module(ctx.path, module)
+                if other is not None and any(word in other.source for word in words):
+                    return True
+        return False
+
+    def sampler_factory(self, importer: str, module: str, func: str) -> str | None:
+        """`path:line` of the shuffling `DistributedSampler` that `module.func` builds and hands
+        back to its caller (who then owns `set_epoch`), if it is one."""
+        key = f"{os.path.dirname(importer)}|{module}"
+        if key not in self._sampler_factories:
+            ctx = self._module(importer, module)
+            self._sampler_factories[key] = sampler_factories(ctx) if ctx is not None else {}
+        line = self._sampler_factories[key].get(func)
+        if line is None:
+            return None
+        return f"{self.module_path(importer, module)}:{line}"
+
+
+def _context(path: str) -> FileContext | None:
+    try:
+        source = Path(path).read_text(encoding="utf-8")
+        tree = ast.parse(source, filename=path)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
+        return None
+    return FileContext(path, source, tree)
+
+
+def _factories(path: str) -> Factories:
+    ctx = _context(path)
+    return loader_factories(ctx) if ctx is not None else {}
+
+
+def replaces_print(fn: ast.AST) -> bool:
+    """`builtins.print = ...` (or `__builtin__.print`, `__builtins__["print"]`) in `fn`."""
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if isinstance(target, ast.Attribute) and target.attr == "print":
+                owner = target.value
+                if isinstance(owner, ast.Name) and owner.id in ("builtins", "__builtin__"):
+                    return True
+            if (
+                isinstance(target, ast.Subscript)
+                and N.str_value(target.slice) == "print"
+                and N.last_name(target.value) == "__builtins__"
+            ):
+                return True
+    return False
+
+
+def print_silencers(ctx: FileContext) -> frozenset[str]:
+    """Module-level functions that replace `builtins.print`, directly or through another."""
+    direct = {k for k, info in ctx.idx.functions.items() if replaces_print(info.node)}
+    found, changed = set(direct), True
+    while changed:
+        changed = False
+        for key in ctx.idx.functions:
+            if key not in found and any(ctx.callee(c) in found for c in ctx.idx.calls.get(key, ())):
+                found.add(key)
+                changed = True
+    return frozenset(k for k in found if ctx.idx.functions[k].parent == MODULE)
+
+
+def ddp_factories(ctx: FileContext) -> frozenset[str]:
+    """Module-level functions that return a `DistributedDataParallel` they build."""
+    wrappers = Wrappers(ctx)
+    return frozenset(
+        key
+        for key, info in ctx.idx.functions.items()
+        if info.parent == MODULE
+        and info.class_key is None
+        and wrappers.returns(key) == "DistributedDataParallel"
+    )
+
+
+def _public(ctx: FileContext, flow: Flow) -> frozenset[str]:
+    return frozenset(
+        key
+        for key, info in ctx.idx.functions.items()
+        if info.parent == MODULE and info.class_key is None and flow.reaches(key)
+    )
+
+
+def group_makers(ctx: FileContext) -> frozenset[str]:
+    """Module-level functions that create a process group when called, or that start workers
+    which do (`launch(main)` spawning a `_worker` that calls `init_process_group`)."""
+    return _public(ctx, Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)) | group_launchers(
+        ctx
+    )
+
+
+def group_launchers(ctx: FileContext) -> frozenset[str]:
+    """Module-level functions that create the process group only in the workers they start."""
+    plain = Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)
+    starts = {
+        id(call) for key, calls in ctx.spawned.items() if plain.reaches(key) for call in calls
+    }
+    if not starts:
+        return frozenset()
+    return _public(ctx, Flow(ctx, lambda c, call: id(call) in starts)) - _public(ctx, plain)
+
+
+def _reexports(ctx: FileContext, func: str) -> list[tuple[str, str]]:
+    """(relative module, name there) for `from .launch import launch` / `from .launch import *`
+    lines through which a package's `__init__.py` offers `func`."""
+    found = []
+    for imp in ctx.idx.imports:
+        if not isinstance(imp, ast.ImportFrom) or not imp.level:
+            continue
+        source = "." * imp.level + (imp.module or "")
+        for alias in imp.names:
+            if alias.name == "*" or (alias.asname or alias.name) == func:
+                found.append((source, func if alias.name == "*" else alias.name))
+    return found
+
+
+def loader_factories(ctx: FileContext) -> Factories:
+    """Module-level functions that build a training DataLoader with no sampler and never
+    mention ranks, samplers, shards or world sizes."""
+    found: Factories = {}
+    for call in ctx.calls_to(N.DATALOADER):
+        scope = ctx.scope(call)
+        info = ctx.idx.functions.get(scope)
+        if info is None or info.parent != MODULE or info.class_key is not None:
+            continue
+        if has_sampler(call) or says_eval(scope) or rank_aware(info.node):
+            continue
+        found.setdefault(scope, call.lineno)
+    return found
+
+
+def sampler_factories(ctx: FileContext) -> dict[str, int]:
+    """Module-level functions that build a shuffling `DistributedSampler` and return it (or a
+    loader made from it) without iterating it: function name -> line of the sampler."""
+    found: dict[str, int] = {}
+    for call in shuffling_samplers(ctx):
+        scope = ctx.scope(call)
+        info = ctx.idx.functions.get(scope)
+        if info is None or info.parent != MODULE or info.class_key is not None:
+            continue
+        if in_factory(ctx, call):
+            found.setdefault(scope, call.lineno)
+    return found

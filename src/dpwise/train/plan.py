@@ -1,0 +1,98 @@
+"""Resolve a TrainConfig against the hardware and the launch environment into a RunPlan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dpwise import strategies
+from dpwise.dist.env import DistEnv
+from dpwise.errors import DpwiseError
+from dpwise.infra.hardware import Hardware
+from dpwise.strategies.traits import VISIBLE
+from dpwise.train.batch_split import check_batch_divides
+from dpwise.train.config import TrainConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunPlan:
+    """What will actually run: one process, or world_size workers of a multi-process strategy."""
+
+    config: TrainConfig
+    device_type: str  # "cpu" or "cuda"
+    backend: str | None  # None where the strategy runs one process
+    nproc_per_node: int
+    world_size: int
+    dp_devices: int  # GPUs one process splits each batch over (0: its one device)
+    launch: bool  # True: dpwise starts the workers itself through the elastic launcher
+
+    @property
+    def per_rank_batch(self) -> int:
+        return self.config.batch_size // self.world_size
+
+
+def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
+    device = cfg.device
+    if device == "auto":
+        device = "cuda" if hw.cuda_devices > 0 else "cpu"
+    if device == "cuda" and hw.cuda_devices == 0:
+        raise DpwiseError("--device cuda needs a CUDA GPU, but PyTorch sees none; use --device cpu")
+
+    traits = strategies.traits(cfg.strategy)
+    if not traits.multiprocess:
+        if env.under_launcher and env.world_size > 1:
+            several = " or ".join(strategies.those(lambda t: t.multiprocess))
+            raise DpwiseError(
+                f"--strategy {cfg.strategy} runs one process, but this is worker {env.rank} of "
+                f"{env.world_size} under torchrun; use --strategy {several} or launch without "
+                "torchrun"
+            )
+        every_gpu = traits.devices == VISIBLE and device == "cuda"
+        dp_devices = hw.cuda_devices if every_gpu else 0
+        return RunPlan(
+            config=cfg,
+            device_type=device,
+            backend=None,
+            nproc_per_node=1,
+            world_size=1,
+            dp_devices=dp_devices,
+            launch=False,
+        )
+
+    backend = cfg.backend
+    if backend == "auto":
+        backend = "nccl" if device == "cuda" else "gloo"
+    if backend == "nccl" and device != "cuda":
+        raise DpwiseError(
+            "--backend nccl needs CUDA GPUs, but this run is on the CPU; use --backend gloo"
+        )
+
+    if env.under_launcher:
+        nproc, world = env.local_world_size, env.world_size
+        if cfg.nproc is not None and cfg.nproc != nproc:
+            raise DpwiseError(
+                f"--nproc {cfg.nproc} conflicts with torchrun's {nproc} workers per node; "
+                "drop --nproc when launching with torchrun"
+            )
+    else:
+        nproc = cfg.nproc or (hw.cuda_devices if device == "cuda" else 2)
+        world = nproc * cfg.nnodes
+    if device == "cuda" and nproc > hw.cuda_devices:
+        raise DpwiseError(
+            f"--nproc {nproc} asks for more GPU workers than the {hw.cuda_devices} GPUs this node "
+            f"has; use --nproc {hw.cuda_devices} or fewer"
+        )
+    if world < traits.min_world_size:
+        raise DpwiseError(
+            f"--strategy {cfg.strategy} needs at least {traits.min_world_size} processes, "
+            f"this run has {world}; use --nproc {traits.min_world_size} or more"
+        )
+    check_batch_divides(cfg.batch_size, (world,))
+    return RunPlan(
+        config=cfg,
+        device_type=device,
+        backend=backend,
+        nproc_per_node=nproc,
+        world_size=world,
+        dp_devices=0,
+        launch=not env.under_launcher,
+    )

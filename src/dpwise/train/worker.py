@@ -1,0 +1,104 @@
+"""What every training process runs: plan, workload, strategy, the loop, rank 0's outputs."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from dpwise import __version__
+from dpwise.dist.env import DistEnv
+from dpwise.dist.launch import arm_teardown_watchdog, disarm_teardown_watchdog, run_guarded
+from dpwise.infra.hardware import Hardware, configure_threads
+from dpwise.strategies import make_strategy
+from dpwise.train import outputs
+from dpwise.train.config import TrainConfig
+from dpwise.train.engine import Trained, train
+from dpwise.train.plan import RunPlan, resolve
+from dpwise.train.restart import attempt_for
+from dpwise.train.text import epoch_line, summary_lines
+from dpwise.workload.spec import Workload, workload_for
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def build_metrics(plan: RunPlan, result: dict[str, Any]) -> dict[str, Any]:
+    cfg = plan.config
+    return {
+        "schema": 1,
+        "dpwise_version": __version__,
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        **result,
+        "per_rank_batch": plan.per_rank_batch,
+        "global_batch": cfg.batch_size,
+        "out": None if cfg.out is None else str(cfg.out),
+        "config": cfg.to_dict(),
+    }
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What `dpwise train` resolved and checked before training in its own process: passed
+    down rather than derived again. A launched worker gets only the TrainConfig (it pickles)
+    and derives these itself: its plan comes from its own launcher variables, and a workload's
+    factory need not pickle (a library model's is a closure)."""
+
+    env: DistEnv
+    plan: RunPlan
+    workload: Workload
+    resumed: dict[str, Any] | None = None  # --resume's checkpoint, loaded and checked
+
+
+def run_worker(cfg: TrainConfig, prepared: Prepared | None = None) -> dict[str, Any] | None:
+    """Train in this process (a DDP worker or the only process). Rank 0 returns metrics."""
+    if prepared is None:
+        env = DistEnv.from_environ()
+        prepared = Prepared(env, resolve(cfg, Hardware.detect(), env), workload_for(cfg))
+    env, plan, workload = prepared.env, prepared.plan, prepared.workload
+    configure_threads(cfg.threads, plan.nproc_per_node)
+    attempt = attempt_for(cfg, env, prepared.resumed)
+    if attempt.notice is not None and env.is_main:
+        print(attempt.notice, file=sys.stderr, flush=True)
+    strategy = make_strategy(plan, env)
+
+    def write(trained: Trained) -> None:
+        """Rank 0 writes its outputs before the process group is torn down."""
+        if strategy.is_main and cfg.out is not None:
+            metrics = build_metrics(plan, trained.result.to_dict())
+            outputs.write_outputs(cfg.out, trained.state, metrics)
+
+    on_epoch = None if cfg.quiet else _emit_epoch
+    try:
+        trained = train(
+            plan,
+            strategy,
+            workload,
+            on_epoch=on_epoch,
+            on_trained=write,
+            before_teardown=lambda: arm_teardown_watchdog(strategy.rank),
+            attempt=attempt,
+        )
+    finally:
+        disarm_teardown_watchdog()
+    if not strategy.is_main:
+        return None
+    metrics = build_metrics(plan, trained.result.to_dict())
+    if not cfg.quiet:
+        for line in summary_lines(metrics):
+            _print(line)
+    return metrics
+
+
+def _emit_epoch(report: Any) -> None:
+    _print(epoch_line(report))
+
+
+def worker_entry(cfg: TrainConfig) -> dict[str, Any] | None:
+    """The function torch.distributed's elastic launcher runs in each worker it starts."""
+    return run_guarded(run_worker, cfg)

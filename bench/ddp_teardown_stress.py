@@ -123,7 +123,7 @@ def _cycle(order: str, port: int) -> None:
     env = DistEnv.from_environ()
     plan = resolve(cfg, Hardware.detect(), env)
     workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
-    strategy = make_strategy(plan, env)
+    strategy = make_strategy(plan.strategy, env)
     if order == "dpwise":
         engine.train(plan, strategy, workload)
         return

@@ -25,7 +25,7 @@ def single_process_peak(cfg: CompareConfig, profile_steps: int = 2) -> int:
         probe = profiled_probe(
             spec,
             plan,
-            make_strategy(plan, DistEnv()),
+            make_strategy(plan.strategy, DistEnv()),
             workload,
             workload.load_data(cfg.seed),
             Path(tmp) / "trace.json",

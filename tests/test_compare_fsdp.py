@@ -15,7 +15,7 @@ from compare_fakes import comm, context, fsdp_comm, run
 from dpwise.compare import checks
 from dpwise.compare.verdict import claims
 from dpwise.measure import profile
-from dpwise.strategies import one_process_per_device, sharded
+from dpwise.results.filters import one_process_per_device, sharded
 
 MIB = 2**20
 CPU_ENV = {"device_type": "cpu", "gpus": 0}

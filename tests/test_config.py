@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 
 from dpwise.errors import DpwiseError
-from dpwise.train.config import TrainConfig, parse_kv
+from dpwise.train.config import TrainConfig
+from dpwise.workload.settings import parse_kv
 
 
 def test_parse_kv_types():

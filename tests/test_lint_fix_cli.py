@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dpwise.lint import run
+from dpwise.commands.lint import run
 from test_lint_output import parse
 
 # One safe fix (deprecated-amp-api, twice), one unsafe (hardcoded-master-port), one finding

@@ -18,7 +18,7 @@ import pytest
 
 from dpwise.lint import lint_source
 from dpwise.lint.fix import edits
-from dpwise.lint.fix.fixer import fix_source
+from dpwise.lint.fixer import fix_source
 from dpwise.lint.model import SAFE, Edit, Fix
 from dpwise.lint.rules import FIXERS, RULES, find_rule, selected
 

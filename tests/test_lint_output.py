@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from dpwise.commands.lint import add_arguments, run
 from dpwise.errors import DpwiseError
-from dpwise.lint import RULES, add_arguments, lint_paths, lint_source, run
+from dpwise.lint import RULES, lint_paths, lint_source
 from dpwise.lint.diagnostics import render_concise, render_full, sarif_log
 
 BAD = """\

@@ -42,7 +42,7 @@ SMALL_ENCODER = {
 
 def _train(cfg: TrainConfig):
     plan = resolve(cfg, Hardware(cuda_devices=0, cpu_cores=1), DistEnv())
-    strategy = make_strategy(plan, DistEnv())
+    strategy = make_strategy(plan.strategy, DistEnv())
     return Loop(plan, strategy, workload_for(cfg)).run()
 
 

@@ -22,7 +22,7 @@ def test_multi_node_options_pass_through_to_the_launcher():
         strategy="ddp", nproc=4, nnodes=3, rdzv_endpoint="head:29400", max_restarts=2,
         rdzv_id="job7", batch_size=12,
     )  # fmt: skip
-    lc = launch_config(resolve(cfg, CPU, DistEnv()))
+    lc = launch_config(resolve(cfg, CPU, DistEnv()).launch_settings)
     assert (lc.min_nodes, lc.max_nodes, lc.nproc_per_node) == (3, 3, 4)
     assert (lc.rdzv_backend, lc.rdzv_endpoint, lc.run_id) == ("c10d", "head:29400", "job7")
     assert lc.max_restarts == 2 and "rank" not in lc.rdzv_configs  # c10d assigns node ranks
@@ -30,12 +30,12 @@ def test_multi_node_options_pass_through_to_the_launcher():
         strategy="ddp", nproc=2, nnodes=2, node_rank=1, rdzv_endpoint="head:29400",
         rdzv_backend="static",
     )  # fmt: skip
-    assert launch_config(resolve(static, CPU, DistEnv())).rdzv_configs["rank"] == 1
+    assert launch_config(resolve(static, CPU, DistEnv()).launch_settings).rdzv_configs["rank"] == 1
 
 
 def test_single_node_gets_a_free_loopback_port_and_a_fresh_id():
     plan = resolve(TrainConfig(strategy="ddp"), CPU, DistEnv())
-    a, b = launch_config(plan), launch_config(plan)
+    a, b = launch_config(plan.launch_settings), launch_config(plan.launch_settings)
     assert a.rdzv_endpoint == "localhost:0" and a.run_id != b.run_id
 
 

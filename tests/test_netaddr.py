@@ -51,9 +51,9 @@ def test_launch_config_passes_the_node_network_to_torch():
     cfg = TrainConfig(strategy="ddp", nproc=1, nnodes=2, rdzv_endpoint="10.9.8.7:29400")
     plan = resolve(cfg, Hardware(cuda_devices=0, cpu_cores=2), DistEnv())
     net = netaddr.NodeNetwork(address="10.9.8.6", interface="eth1", is_host=False)
-    lc = launch_config(plan, net)
+    lc = launch_config(plan.launch_settings, net)
     assert lc.rdzv_configs["is_host"] is False and lc.local_addr == "10.9.8.6"
-    undecided = launch_config(plan, netaddr.NodeNetwork("10.9.8.6", None, None))
+    undecided = launch_config(plan.launch_settings, netaddr.NodeNetwork("10.9.8.6", None, None))
     assert "is_host" not in undecided.rdzv_configs
 
 

@@ -45,8 +45,8 @@ def test_defaults_follow_the_hardware():
     gpu = resolve(TrainConfig(strategy="ddp"), FOUR_GPUS, DistEnv())
     assert (gpu.device_type, gpu.backend, gpu.nproc_per_node) == ("cuda", "nccl", 4)
     dp = resolve(TrainConfig(strategy="dp"), FOUR_GPUS, DistEnv())
-    assert (dp.dp_devices, dp.world_size, dp.launch) == (4, 1, False)
-    assert resolve(TrainConfig(strategy="dp"), CPU, DistEnv()).dp_devices == 0
+    assert (dp.strategy.dp_devices, dp.world_size, dp.launch) == (4, 1, False)
+    assert resolve(TrainConfig(strategy="dp"), CPU, DistEnv()).strategy.dp_devices == 0
 
 
 def test_under_torchrun_the_launcher_decides_the_world():

@@ -7,29 +7,58 @@ from pathlib import Path
 import pytest
 
 from dpwise.advise.request import AdviseRequest
+from dpwise.cli import COMMANDS as COMMAND_NAMES
 from dpwise.cli import build_parser
 from dpwise.compare.settings import CompareConfig
 from dpwise.errors import DpwiseError
-from dpwise.infra.settings import flag_of, from_args
+from dpwise.infra.env_settings import EnvRequest
+from dpwise.infra.settings import flags_of, from_args
+from dpwise.link.settings import ProbeLinkConfig
+from dpwise.lint.settings import LintConfig
+from dpwise.migrate.settings import MigrateConfig
 from dpwise.train.config import TrainConfig
 
-COMMANDS = {"train": TrainConfig, "compare": CompareConfig, "advise": AdviseRequest}
+COMMANDS = {
+    "train": TrainConfig,
+    "compare": CompareConfig,
+    "advise": AdviseRequest,
+    "env": EnvRequest,
+    "lint": LintConfig,
+    "migrate": MigrateConfig,
+    "probe-link": ProbeLinkConfig,
+}
+# what a command needs on its command line (its positional arguments), as settings
+REQUIRED = {"lint": {"paths": ("train.py",)}, "migrate": {"script": Path("train.py")}}
+
+
+def _parser(command: str):
+    return next(a for a in build_parser()._actions if a.dest == "command").choices[command]
+
+
+def test_every_command_has_its_settings_class():
+    assert set(COMMANDS) == set(COMMAND_NAMES)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_no_flags_give_the_dataclass_defaults(command):
-    args = build_parser().parse_args([command])
-    assert from_args(COMMANDS[command], args) == COMMANDS[command]()
+    given = REQUIRED.get(command, {})
+    argv = [
+        str(v) for value in given.values() for v in (value if isinstance(value, tuple) else [value])
+    ]
+    args = build_parser().parse_args([command, *argv])
+    assert from_args(COMMANDS[command], args) == COMMANDS[command](**given)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_every_setting_has_its_flag_in_its_command(command):
-    parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
-    flags = {opt for action in sub._actions for opt in action.option_strings}
-    settings = [f for f in dataclasses.fields(COMMANDS[command]) if "setting" in f.metadata]
-    missing = [flag_of(f) for f in settings if flag_of(f) not in flags]
-    assert not missing, f"settings of {command} with no flag: {missing}"
+def test_every_flag_is_a_setting_and_every_setting_a_flag(command):
+    """A setting is declared once: each argument of the command comes from a field of its
+    settings class, and each field that is a setting has its argument."""
+    actions = [a for a in _parser(command)._actions if a.dest != "help"]
+    settings = {f.name: f for f in dataclasses.fields(COMMANDS[command]) if "setting" in f.metadata}
+    assert {a.dest for a in actions} == set(settings), command
+    for action in actions:
+        want = flags_of(settings[action.dest])
+        assert tuple(action.option_strings or (action.dest,)) == want, action.dest
 
 
 def test_flags_reach_the_settings_through_their_parse():

@@ -40,10 +40,10 @@ def test_the_four_strategies_and_their_traits():
     assert not any(strategies.traits(n).shards_model for n in ("single", "dp", "ddp"))
 
 
-def test_one_constructor_builds_each_strategy_from_its_plan():
+def test_one_constructor_builds_each_strategy_from_its_spec():
     env = DistEnv()
     built = {
-        name: strategies.make_strategy(resolve(TrainConfig(strategy=name), CPU, env), env)
+        name: strategies.make_strategy(resolve(TrainConfig(strategy=name), CPU, env).strategy, env)
         for name in strategies.names()
         if strategies.traits(name).min_world_size == 1
     }
@@ -52,9 +52,9 @@ def test_one_constructor_builds_each_strategy_from_its_plan():
     assert type(built["ddp"]) is DDPStrategy and built["ddp"].backend == "gloo"
     assert all(s.name == n for n, s in built.items())
     gpu_dp = resolve(TrainConfig(strategy="dp"), TWO_GPUS, DistEnv())
-    assert DataParallelStrategy.from_plan(gpu_dp, DistEnv()).device_ids == [0, 1]
+    assert DataParallelStrategy.from_spec(gpu_dp.strategy, DistEnv()).device_ids == [0, 1]
     ddp = resolve(TrainConfig(strategy="ddp", static_graph=True, timeout=7.0), CPU, DistEnv())
-    made = strategies.make_strategy(ddp, DistEnv())
+    made = strategies.make_strategy(ddp.strategy, DistEnv())
     assert made.options == {"static_graph": True} and made.timeout.total_seconds() == 7.0
 
 
@@ -112,7 +112,7 @@ def test_a_new_strategy_reaches_config_plan_and_the_cli(new_strategies):
     assert build_parser().parse_args(["train", "--strategy", "pair"]).strategy == "pair"
     plan = resolve(TrainConfig(strategy="pair", nproc=2), CPU, DistEnv())
     assert (plan.world_size, plan.backend, plan.launch) == (2, "gloo", True)
-    assert type(strategies.make_strategy(plan, DistEnv())) is Pair
+    assert type(strategies.make_strategy(plan.strategy, DistEnv())) is Pair
     with pytest.raises(DpwiseError, match="--nproc/--nnodes need --strategy ddp or fsdp or pair"):
         TrainConfig(strategy="solo", nproc=2)
     with pytest.raises(DpwiseError, match="needs --strategy ddp \\(got --strategy pair\\)"):
@@ -141,7 +141,7 @@ def test_the_loop_trains_a_new_strategy_like_the_reference(new_strategies):
     def final(name: str) -> dict[str, torch.Tensor]:
         cfg = TrainConfig(strategy=name, max_steps=2, quiet=True)
         plan = resolve(cfg, CPU, DistEnv())
-        strategy = strategies.make_strategy(plan, DistEnv())
+        strategy = strategies.make_strategy(plan.strategy, DistEnv())
         return engine.train(plan, strategy, workload_for(cfg)).state
 
     ours, reference = final("solo"), final("single")
@@ -177,7 +177,7 @@ def test_compares_plans_are_resolved_as_trains_are(hw, monkeypatch):
     got = {}
     for spec in build_matrix(cfg, hw):
         plan = worker._plan(spec, cfg, DistEnv())
-        got[spec.id] = (plan.device_type, plan.backend, plan.world_size, plan.dp_devices)
+        got[spec.id] = (plan.device_type, plan.backend, plan.world_size, plan.strategy.dp_devices)
         assert plan.launch == spec.launched  # the parent of a run of several processes launches
     if hw is CPU:
         assert got == {

@@ -105,7 +105,7 @@ def _train_ddp(**overrides):
     env = DistEnv.from_environ()
     plan = resolve(cfg, Hardware.detect(), env)
     workload = resolve_workload(cfg.model, cfg.model_args, cfg.data, cfg.data_args)
-    return engine.train(plan, make_strategy(plan, env), workload)
+    return engine.train(plan, make_strategy(plan.strategy, env), workload)
 
 
 def test_wrapper_is_freed_and_work_completed_before_the_group_is_destroyed(one_rank, recorder):
@@ -124,7 +124,7 @@ def test_a_wrapper_still_held_loses_its_reducer_before_destroy(one_rank, recorde
     _, _, at_destroy = recorder
     cfg = TrainConfig(strategy="ddp", quiet=True)
     env = DistEnv.from_environ()
-    strategy = make_strategy(resolve(cfg, Hardware.detect(), env), env)
+    strategy = make_strategy(resolve(cfg, Hardware.detect(), env).strategy, env)
     strategy.setup()
     held = strategy.wrap(torch.nn.Linear(4, 2))  # e.g. a traceback still references the loop
     held(torch.randn(8, 4)).sum().backward()
@@ -137,7 +137,7 @@ def test_a_wrapper_still_held_loses_its_reducer_before_destroy(one_rank, recorde
 def test_single_and_dp_release_and_teardown_are_no_ops():
     for name in ("single", "dp"):
         cfg = TrainConfig(strategy=name, quiet=True)
-        strategy = make_strategy(resolve(cfg, Hardware.detect(), DistEnv()), DistEnv())
+        strategy = make_strategy(resolve(cfg, Hardware.detect(), DistEnv()).strategy, DistEnv())
         model = torch.nn.Linear(4, 2)
         wrapped = strategy.wrap(model)
         strategy.release(wrapped)

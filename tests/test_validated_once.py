@@ -54,7 +54,8 @@ def test_a_launching_train_reads_only_the_checkpoint_header(saved, monkeypatch):
     """The workers are other processes that load the checkpoint: the parent only checks it."""
     launched = []
     monkeypatch.setattr(
-        "dpwise.dist.launch.launch", lambda plan, entry, cfg, **kw: launched.append(cfg)
+        "dpwise.train.session.launch",
+        lambda settings, entry, plan, **kw: launched.append(plan.config),
     )
     reads = _count(monkeypatch, torch, "load")
     args = ["train", "--quiet", *TINY_ARGS, "--strategy", "ddp", "--nproc", "2"]

@@ -1,6 +1,7 @@
 from compare_fakes import comm, run
-from dpwise.compare.checks import COMMUNICATION, MEMORY, SCALABILITY, CheckResult
+from dpwise.compare.checks import COMMUNICATION, MEMORY, SCALABILITY
 from dpwise.compare.verdict import claims, recommend
+from dpwise.results.records import CheckResult
 
 CPU_ENV = {"device_type": "cpu", "gpus": 0}
 

@@ -96,7 +96,7 @@ def test_restartable_launches_give_each_attempt_its_own_store(monkeypatch, resta
         ),
     )
     cfg = TrainConfig(strategy="ddp", nproc=2, max_restarts=restarts)
-    launch(resolve(cfg, Hardware.detect(), DistEnv()), print)
+    launch(resolve(cfg, Hardware.detect(), DistEnv()).launch_settings, print)
     assert seen == [fresh] and "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in os.environ
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import at_least, like, setting, validate
 from dpwise.projection.links import check_names
-from dpwise.train.config import TrainConfig, WorkloadSettings
+from dpwise.train.config import TrainConfig
+from dpwise.workload.settings import WorkloadSettings
 
 SIZE_SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12}
 SIZE_EXAMPLES = "7e9, 7B, 350M, 1.3b, 1.5T or 7_000_000_000"
@@ -100,6 +101,7 @@ class AdviseRequest(WorkloadSettings):
         help="the device count the cited projection is at (default: --gpus × --nodes when "
         "--gpus is given, else 64)",
     )
+    json: bool = setting(False, action="store_true", help="machine-readable answer")
     seed: int = 0  # not a flag: the seed of the model built for its facts
 
     def __post_init__(self) -> None:

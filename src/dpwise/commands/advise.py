@@ -34,8 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w = p.add_argument_group("model size and training")
     add_settings(w, AdviseRequest, ("params", "batch_size", "precision", "optimizer", "momentum"))
     o = p.add_argument_group("measurements and output")
-    add_settings(o, AdviseRequest, ("from_results", "link", "devices"))
-    o.add_argument("--json", action="store_true", help="machine-readable answer")
+    add_settings(o, AdviseRequest, ("from_results", "link", "devices", "json"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     model = args.model
     if model is None and args.params is None and args.from_results is None:
         model = "simple"  # the guide's model
-    answer = advise(from_args(AdviseRequest, args, model=model))
-    print(json.dumps(answer, indent=2) if args.json else render(answer))
+    request = from_args(AdviseRequest, args, model=model)
+    answer = advise(request)
+    print(json.dumps(answer, indent=2) if request.json else render(answer))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dpwise.infra.settings import add_settings
-from dpwise.train.config import WORKLOAD_SETTINGS, WorkloadSettings
+from dpwise.workload.settings import WORKLOAD_SETTINGS, WorkloadSettings
 
 
 def add_workload_args(p: argparse.ArgumentParser, cls: type = WorkloadSettings) -> None:

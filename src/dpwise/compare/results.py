@@ -23,8 +23,9 @@ from dpwise.diagnosis.layers import batchnorm_layers, dropout_layers
 from dpwise.infra.hardware import Hardware, gpu_names
 from dpwise.projection import section as projection
 from dpwise.results.document import Results
+from dpwise.results.filters import one_process_many_devices, one_process_per_device
 from dpwise.results.records import Json, Run
-from dpwise.strategies import one_process_many_devices, one_process_per_device, traits
+from dpwise.strategies import traits
 from dpwise.workload.spec import BUILTINS, Workload, workload_for
 
 

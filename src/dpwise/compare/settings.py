@@ -11,7 +11,8 @@ from dpwise.errors import DpwiseError
 from dpwise.infra.settings import at_least, finite, like, positive, setting, validate
 from dpwise.projection.links import DEFAULT_LINKS, EXAMPLE, check_names
 from dpwise.projection.model import DEFAULT_DEVICES
-from dpwise.train.config import TrainConfig, WorkloadSettings
+from dpwise.train.config import TrainConfig
+from dpwise.workload.settings import WorkloadSettings
 
 
 def parse_list(raw: str, flag: str, cast: type = str) -> tuple[Any, ...]:

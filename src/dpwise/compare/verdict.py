@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from dpwise.compare.checks import COMMUNICATION, MEMORY, SCALABILITY, Check, CheckResult
+from dpwise.compare.checks import COMMUNICATION, MEMORY, SCALABILITY, Check
 from dpwise.compare.checks.base import clearly_faster, compare, diverged, median_rate
 from dpwise.compare.checks.communication import stalled
 from dpwise.compare.checks.speed import drifted
@@ -18,8 +18,8 @@ from dpwise.compare.checks.thresholds import (
     NEAR_LINEAR,
 )
 from dpwise.infra.units import mib, pct, rate, sci
-from dpwise.results.records import Run
-from dpwise.strategies import one_process_many_devices, one_process_per_device
+from dpwise.results.filters import one_process_many_devices, one_process_per_device
+from dpwise.results.records import CheckResult, Run
 
 GUIDE = "guide"
 

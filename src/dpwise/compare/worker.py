@@ -64,7 +64,7 @@ def run_process(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
     try:
         release()  # held since the fork server started (dpwise.compare.forking)
         if spec.launched:
-            launch(_plan(spec, cfg, DistEnv()), rank_entry, spec, cfg, address)
+            launch(_plan(spec, cfg, DistEnv()).launch_settings, rank_entry, spec, cfg, address)
         else:
             serve(spec, cfg, client)
     except BaseException as exc:
@@ -90,7 +90,7 @@ def serve(spec: RunSpec, cfg: CompareConfig, client: TurnClient) -> None:
     workload = workload_for(cfg)
     data = workload.load_data(cfg.seed)
     own_group = _local_group(spec, plan)
-    strategy = make_strategy(plan, env)
+    strategy = make_strategy(plan.strategy, env)
     strategy.setup()
     try:
         client.ready()

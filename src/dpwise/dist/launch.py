@@ -16,9 +16,8 @@ from typing import IO, Any
 
 from dpwise.infra import interrupts
 from dpwise.dist import netaddr, peers
-from dpwise.train.config import TrainConfig
+from dpwise.dist.settings import LaunchSettings
 from dpwise.errors import DpwiseError
-from dpwise.train.plan import RunPlan
 
 _USAGE_PREFIX = "DpwiseError: "
 TEARDOWN_LIMIT_S = 120.0  # a healthy teardown takes well under a second
@@ -58,17 +57,16 @@ class PeerStopped(WorkerFailed):
         self.rank, self.exitcode, self.details = stopped.rank, 1, ""
 
 
-def node_network(plan: RunPlan) -> netaddr.NodeNetwork | None:
+def node_network(cfg: LaunchSettings) -> netaddr.NodeNetwork | None:
     """This node's address, interface and store role in a multi-node job (None: one node)."""
-    endpoint = plan.config.rdzv_endpoint
+    endpoint = cfg.rdzv_endpoint
     return netaddr.node_network(endpoint) if endpoint else None
 
 
-def launch_config(plan: RunPlan, net: netaddr.NodeNetwork | None = None) -> Any:
+def launch_config(cfg: LaunchSettings, net: netaddr.NodeNetwork | None = None) -> Any:
     from torch.distributed.launcher.api import LaunchConfig
 
-    cfg: TrainConfig = plan.config
-    net = net if net is not None else node_network(plan)
+    net = net if net is not None else node_network(cfg)
     rdzv_configs: dict[str, Any] = {}
     if cfg.rdzv_backend == "static":
         rdzv_configs["rank"] = cfg.node_rank
@@ -77,7 +75,7 @@ def launch_config(plan: RunPlan, net: netaddr.NodeNetwork | None = None) -> Any:
     return LaunchConfig(
         min_nodes=cfg.nnodes,
         max_nodes=cfg.nnodes,
-        nproc_per_node=plan.nproc_per_node,
+        nproc_per_node=cfg.nproc_per_node,
         # Nodes of one job meet under one id; a single-node run gets a fresh one, as --standalone.
         run_id=cfg.rdzv_id if cfg.rdzv_endpoint else str(uuid.uuid4()),
         role="dpwise",
@@ -93,7 +91,7 @@ def launch_config(plan: RunPlan, net: netaddr.NodeNetwork | None = None) -> Any:
 
 
 def launch(
-    plan: RunPlan, entrypoint: Any, *args: Any, net: netaddr.NodeNetwork | None = None
+    cfg: LaunchSettings, entrypoint: Any, *args: Any, net: netaddr.NodeNetwork | None = None
 ) -> dict[int, Any]:
     """Run ``entrypoint(*args)`` in every worker; return {global rank: return value}.
 
@@ -108,9 +106,9 @@ def launch(
 
     interrupts.check()
     _quiet_launcher()
-    timeout = plan.config.timeout
-    fresh_store = "1" if plan.config.max_restarts > 0 else os.environ.get(_FRESH_STORE_PER_ATTEMPT)
-    net = net if net is not None else node_network(plan)  # the caller may have found it
+    timeout = cfg.timeout
+    fresh_store = "1" if cfg.max_restarts > 0 else os.environ.get(_FRESH_STORE_PER_ATTEMPT)
+    net = net if net is not None else node_network(cfg)  # the caller may have found it
     with (
         _environ(netaddr.NODE_ADDRESS_ENV, net.address if net else None),
         _environ(_GLOO_IFNAME, _gloo_interface(net)),
@@ -122,7 +120,7 @@ def launch(
         peers.PeerWatch(folder, timeout) as watch,  # its thread takes the signals meanwhile
         interrupts.children_held(),  # workers start with Ctrl-C held until run_guarded
     ):
-        config = launch_config(plan, net)  # inside the folder: the agent's log_dir is made here
+        config = launch_config(cfg, net)  # inside the folder: the agent's log_dir is made here
         config.shutdown_timeout = SHUTDOWN_GRACE_S
         try:
             return elastic_launch(config, entrypoint)(*args)

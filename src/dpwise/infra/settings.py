@@ -23,13 +23,15 @@ def setting(
     default: Any = MISSING,
     *,
     factory: Callable[[], Any] | Any = MISSING,
-    flag: str | None = None,
+    flag: str | tuple[str, ...] | None = None,
     checks: Iterable[Check] = (),
     parse: Callable[[Any, str], Any] | None = None,
     **argparse_kwargs: Any,
 ) -> Any:
     """A dataclass field that is also a command-line setting.
 
+    ``flag``: the option's name (default ``--field-name``), several names (``("-o", "--out")``),
+    or a name without dashes for a positional argument (its value lands in the field);
     ``parse(raw, flag)`` turns the argparse value into the field's value (not called on None);
     ``argparse_kwargs`` go to ``add_argument``; ``choices`` are also checked at construction (a
     callable is called each time, so that a registry filled later is seen).
@@ -52,8 +54,18 @@ def like(cls: type, name: str, *, default: Any = MISSING, **argparse_changes: An
     return field(default=f.default, default_factory=f.default_factory, metadata={"setting": meta})
 
 
+def flags_of(f: Field) -> tuple[str, ...]:
+    """The names ``add_argument`` takes: the options' names, or a positional's one name."""
+    flag = f.metadata["setting"]["flag"] or "--" + f.name.replace("_", "-")
+    return (flag,) if isinstance(flag, str) else tuple(flag)
+
+
 def flag_of(f: Field) -> str:
-    return f.metadata["setting"]["flag"] or "--" + f.name.replace("_", "-")
+    """How messages name the setting: its long option, or a positional's metavar."""
+    flags = flags_of(f)
+    if flags[0].startswith("-"):
+        return flags[-1]
+    return f.metadata["setting"]["argparse"].get("metavar") or flags[0]
 
 
 def add_settings(group: Any, cls: type, names: Iterable[str]) -> None:
@@ -65,7 +77,11 @@ def add_settings(group: Any, cls: type, names: Iterable[str]) -> None:
             kwargs["choices"] = kwargs["choices"]()
         if "default" not in kwargs and kwargs.get("action") != "append":
             kwargs["default"] = None if f.default is MISSING else f.default
-        group.add_argument(flag_of(f), dest=name, **kwargs)
+        flags = flags_of(f)
+        if flags[0].startswith("-"):
+            group.add_argument(*flags, dest=name, **kwargs)
+        else:  # a positional: argparse takes its name as the destination
+            group.add_argument(name, **kwargs)
 
 
 def from_args(cls: type, args: argparse.Namespace, **given: Any) -> Any:

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpwise.dist.settings import PROCESSES
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import like, setting, validate
 from dpwise.link.fit import OPS
-from dpwise.train.config import PROCESSES, TrainConfig
+from dpwise.train.config import TrainConfig
 
 _UNITS = {
     "": 1,

@@ -51,7 +51,7 @@ def probe_worker(cfg: ProbeLinkConfig, quiet: bool = False) -> dict[str, Any]:
     env = DistEnv.from_environ()
     plan = plan_for(cfg, env)
     configure_threads(None, plan.nproc_per_node)
-    strategy = make_strategy(plan, env)
+    strategy = make_strategy(plan.strategy, env)
     strategy.setup()
     try:
         talk = None if quiet or env.rank != 0 else _progress()
@@ -74,5 +74,5 @@ def run_probe(cfg: ProbeLinkConfig, quiet: bool = False) -> tuple[dict[str, Any]
     if not plan.launch:
         result = probe_worker(cfg, quiet)
         return (result, True) if env.rank == 0 else (None, False)
-    returned = launch(plan, probe_entry, cfg, quiet)
+    returned = launch(plan.launch_settings, probe_entry, cfg, quiet)
     return next(iter(returned.values())), 0 in returned

@@ -9,8 +9,8 @@ from typing import Any
 from dpwise.errors import DpwiseError
 from dpwise.projection.model import Bucket, Inputs, Sharded
 from dpwise.results.document import Results
+from dpwise.results.filters import one_process_per_device, sharded
 from dpwise.results.records import Run
-from dpwise.strategies import one_process_per_device, sharded
 
 
 class NoInputs(DpwiseError):

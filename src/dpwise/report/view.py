@@ -9,11 +9,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from dpwise.compare.checks import CheckResult
 from dpwise.report.link_view import link_view
 from dpwise.report.projection_view import projection_view
 from dpwise.results.document import Results
-from dpwise.results.records import Run
+from dpwise.results.records import CheckResult, Run
 
 TITLE = "dpwise compare report"
 DASH = "—"

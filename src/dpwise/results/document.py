@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dpwise.compare.checks.base import CheckResult
-from dpwise.results.records import Json, Run
+from dpwise.results.records import CheckResult, Json, Run
 
 SCHEMA = 1
 

@@ -1,4 +1,5 @@
-"""compare's core record, typed: one measured run. JSON only at the boundary (to_json / from_json).
+"""compare's records, typed: one measured run (Run) and one check's outcome (CheckResult). JSON
+only at the boundary (to_json / from_json).
 
 ``from_json`` reads every results.json of schema 1, older files included: a key an older file
 lacks takes its default. ``to_json`` writes every key results.json has always had.
@@ -7,7 +8,7 @@ lacks takes its default. ``to_json`` writes every key results.json has always ha
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 Json = dict[str, Any]
@@ -203,3 +204,24 @@ class Run:
             pids=_seq(d.get("pids")),
             **plain,
         )
+
+
+@dataclass
+class CheckResult:
+    name: str
+    status: str  # pass | fail | warn | skip
+    summary: str
+    explanation: str
+    figures: dict[str, Any] = field(default_factory=dict)
+    table: dict[str, Any] = field(default_factory=lambda: {"columns": [], "rows": []})
+    plot: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CheckResult:
+        """A check of a results.json; keys it lacks take their defaults ("" for text)."""
+        known = {f.name for f in fields(cls)}
+        text = {"name": "", "status": "", "summary": "", "explanation": ""}
+        return cls(**{**text, **{k: v for k, v in d.items() if k in known}})

@@ -1,8 +1,9 @@
 """The strategies, one module each; this registry maps a name to the class that implements it.
 
-A strategy class declares its ``traits`` (see traits.Traits) and builds itself from a resolved
-plan (``from_plan``). Names are known without importing a strategy's module (the CLI lists them
-before torch is loaded); traits and classes are imported on first use.
+A strategy class declares its ``traits`` (see traits.Traits) and builds itself from the
+StrategySpec the planner resolved (``from_spec``; base.py declares the type). Names are known
+without importing a strategy's module (the CLI lists them before torch is loaded); traits and
+classes are imported on first use.
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dpwise.errors import DpwiseError
-from dpwise.strategies.traits import VISIBLE, Traits
+from dpwise.strategies.traits import Traits
 
 if TYPE_CHECKING:
     from dpwise.dist.env import DistEnv
-    from dpwise.strategies.base import Strategy
-    from dpwise.train.plan import RunPlan
+    from dpwise.strategies.base import Strategy, StrategySpec
 
 __all__ = [
     "Traits",
@@ -90,9 +90,10 @@ def reference() -> str:
     return next(n for n in names() if traits(n).reference)
 
 
-def make_strategy(plan: RunPlan, env: DistEnv) -> Strategy:
-    """The one constructor: the strategy plan.config names, built from the resolved plan."""
-    return strategy_class(plan.config.strategy).from_plan(plan, env)
+def make_strategy(spec: StrategySpec, env: DistEnv) -> Strategy:
+    """The one constructor: the strategy the spec names, built from it (the planner resolves a
+    run's spec: ``RunPlan.strategy``)."""
+    return strategy_class(spec.name).from_spec(spec, env)
 
 
 register("single", "dpwise.strategies.single:SingleStrategy")
@@ -101,26 +102,3 @@ register("ddp", "dpwise.strategies.ddp:DDPStrategy")
 # fsdp's runs alone took 51 s of the default comparison's 90 s budget on a 2-core CPU (the
 # SimpleModel's two small units pay FSDP's per-unit collectives every step): run when named
 register("fsdp", "dpwise.strategies.fsdp:FSDPStrategy", compared_by_default=False)
-
-
-def one_process_many_devices(runs):  # type: ignore[no-untyped-def]
-    """Runs of a one-process strategy that drives every visible device (DataParallel's kind):
-    one side of the guide's DataParallel-versus-DDP claims."""
-    return [r for r in runs if traits(r.strategy).devices == VISIBLE]
-
-
-def one_process_per_device(runs):  # type: ignore[no-untyped-def]
-    """Runs of a strategy with a process per device, a process group and a whole replica of the
-    model in each process (DDP's kind): the other side of those claims. A strategy that shards
-    the model (FSDP's kind) is not DDP's kind: see sharded."""
-    return [r for r in runs if _replicates(traits(r.strategy))]
-
-
-def sharded(runs):  # type: ignore[no-untyped-def]
-    """Runs of a strategy that shards parameters, gradients and optimizer state over its
-    processes (FSDP's kind): what the memory check holds against one_process_per_device."""
-    return [r for r in runs if traits(r.strategy).shards_model]
-
-
-def _replicates(t: Traits) -> bool:
-    return t.multiprocess and t.process_group and not t.shards_model

@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
+from dpwise.dist.env import DistEnv
+from dpwise.dist.settings import DEFAULT_TIMEOUT_S
 from dpwise.strategies.traits import Traits
 
-if TYPE_CHECKING:
-    from dpwise.dist.env import DistEnv
-    from dpwise.train.plan import RunPlan
+
+@dataclass(frozen=True, kw_only=True)
+class StrategySpec:
+    """What a strategy is built from (``from_spec``): the planner resolves it from the settings,
+    the hardware and the launch environment, so that a strategy never reads either."""
+
+    name: str
+    device_type: str
+    """"cpu" or "cuda"."""
+    backend: str | None = None
+    """The process group's backend (gloo, nccl); None where the strategy runs one process."""
+    dp_devices: int = 0
+    """GPUs one process splits each batch over (DataParallel's); 0: the process's one device."""
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    """Seconds a collective waits for a peer (--timeout)."""
+    options: Mapping[str, bool] = field(default_factory=dict)
+    """The settings only this strategy takes (its traits' ``options``), by name."""
 
 
 @runtime_checkable
@@ -26,8 +44,8 @@ class Strategy(Protocol):
     """Processes that split each global batch (1 for single and dp)."""
 
     @classmethod
-    def from_plan(cls, plan: RunPlan, env: DistEnv) -> Strategy:
-        """The strategy a resolved plan asks for (dpwise.strategies.make_strategy calls it)."""
+    def from_spec(cls, spec: StrategySpec, env: DistEnv) -> Strategy:
+        """The strategy a resolved spec asks for (dpwise.strategies.make_strategy calls it)."""
 
     def setup(self) -> None:
         """Process group and device selection; a no-op where there is none."""

@@ -16,13 +16,13 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from dpwise.dist.env import DistEnv
+from dpwise.dist.settings import DEFAULT_TIMEOUT_S
 from dpwise.strategies.base import WholeModel
 from dpwise.strategies.ddp_guard import GuardedDDP
 from dpwise.strategies.traits import OWN, Traits
-from dpwise.train.config import DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
-    from dpwise.train.plan import RunPlan
+    from dpwise.strategies.base import StrategySpec
 
 # Workers reach init_process_group seconds apart (imports, data, a loaded machine): the first
 # meeting may wait this long even when --timeout is shorter; --timeout applies from then on.
@@ -68,13 +68,13 @@ class DDPStrategy(WholeModel):
         self._wrapped: list[weakref.ref[nn.Module]] = []
 
     @classmethod
-    def from_plan(cls, plan: RunPlan, env: DistEnv) -> DDPStrategy:
+    def from_spec(cls, spec: StrategySpec, env: DistEnv) -> DDPStrategy:
         return cls(
             env,
-            plan.backend or "gloo",
-            plan.device_type,
-            timeout_s=plan.config.timeout,
-            options=plan.config.ddp_options,
+            spec.backend or "gloo",
+            spec.device_type,
+            timeout_s=spec.timeout_s,
+            options=dict(spec.options),
         )
 
     def setup(self) -> None:

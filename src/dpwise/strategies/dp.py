@@ -12,7 +12,7 @@ from dpwise.strategies.traits import VISIBLE, Traits
 
 if TYPE_CHECKING:
     from dpwise.dist.env import DistEnv
-    from dpwise.train.plan import RunPlan
+    from dpwise.strategies.base import StrategySpec
 
 CPU_PASS_THROUGH = (
     "dp on the CPU: torch.nn.DataParallel finds no GPU and calls the module directly, "
@@ -41,8 +41,8 @@ class DataParallelStrategy(SingleStrategy):
         self.device_ids = list(range(gpus))
 
     @classmethod
-    def from_plan(cls, plan: RunPlan, env: DistEnv) -> DataParallelStrategy:
-        return cls(plan.dp_devices)
+    def from_spec(cls, spec: StrategySpec, env: DistEnv) -> DataParallelStrategy:
+        return cls(spec.dp_devices)
 
     def wrap(self, model: nn.Module) -> nn.Module:
         if self.device_ids:

@@ -38,7 +38,7 @@ from dpwise.strategies.traits import OWN, Traits
 
 if TYPE_CHECKING:
     from dpwise.dist.env import DistEnv
-    from dpwise.train.plan import RunPlan
+    from dpwise.strategies.base import StrategySpec
 
 ROOT = "(root)"
 
@@ -109,9 +109,9 @@ class FSDPStrategy(DDPStrategy):
         self.units: list[str] = []  # what wrap() sharded, for describe()
 
     @classmethod
-    def from_plan(cls, plan: RunPlan, env: DistEnv) -> FSDPStrategy:
+    def from_spec(cls, spec: StrategySpec, env: DistEnv) -> FSDPStrategy:
         _api()  # an older torch is refused before any process group exists
-        return cls(env, plan.backend or "gloo", plan.device_type, timeout_s=plan.config.timeout)
+        return cls(env, spec.backend or "gloo", spec.device_type, timeout_s=spec.timeout_s)
 
     def place(self, model: nn.Module) -> nn.Module:
         # stays where it was built (the host): fully_shard moves each unit's parameters and

@@ -13,7 +13,7 @@ from dpwise.strategies.traits import OWN, Traits
 
 if TYPE_CHECKING:
     from dpwise.dist.env import DistEnv
-    from dpwise.train.plan import RunPlan
+    from dpwise.strategies.base import StrategySpec
 
 
 class SingleStrategy(WholeModel):
@@ -33,8 +33,8 @@ class SingleStrategy(WholeModel):
         self.world_size = 1
 
     @classmethod
-    def from_plan(cls, plan: RunPlan, env: DistEnv) -> SingleStrategy:
-        return cls(torch.device("cuda", 0) if plan.device_type == "cuda" else torch.device("cpu"))
+    def from_spec(cls, spec: StrategySpec, env: DistEnv) -> SingleStrategy:
+        return cls(torch.device("cuda", 0) if spec.device_type == "cuda" else torch.device("cpu"))
 
     def setup(self) -> None:
         if self.device.type == "cuda":

@@ -7,116 +7,21 @@ from pathlib import Path
 from typing import Any
 
 from dpwise import strategies
+from dpwise.dist.settings import DEFAULT_TIMEOUT_S, RDZV_BACKENDS, TIMEOUT_HELP, check_timeout
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import at_least, finite, positive, setting, validate
+from dpwise.workload.settings import WorkloadSettings
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "adamw")
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "gloo", "nccl")
-RDZV_BACKENDS = ("c10d", "static")
 # Settings that only some strategies take (each strategy's traits.options says which)
 STRATEGY_OPTIONS = ("find_unused_parameters", "static_graph")
-LOSSES = ("auto", "cross-entropy", "token-cross-entropy", "mse", "model")
-# How long a collective waits for a peer before the run fails (--timeout). Long enough for the
-# longest phase one rank spends alone while the others wait at the next collective: rank 0
-# writing checkpoint.pt. torch.save + fsync took 3.8 s per GiB on a 2-core cloud VM's disk; the
-# largest model DDP trains on one 80 GB GPU (~5e9 parameters with AdamW: 16 B each with the
-# gradients) checkpoints 12 B per parameter, ~56 GiB, ~210 s at that rate. Short enough that a
-# hung peer ends the run in minutes, not the 30 minutes torch defaults to for gloo (10 for NCCL).
-DEFAULT_TIMEOUT_S = 300.0
-MAX_TIMEOUT_S = 7 * 24 * 3600.0
-
-
-def parse_kv(items: list[str] | None, flag: str) -> dict[str, Any]:
-    """Turn ['layers=4', 'dim=256'] into {'layers': 4, 'dim': 256} (int, float, bool or str)."""
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise DpwiseError(f"{flag} {item!r} is not KEY=VALUE; write e.g. {flag} layers=4")
-        out[key.strip().replace("-", "_")] = _literal(raw.strip())
-    return out
-
-
-def _literal(raw: str) -> Any:
-    lowered = raw.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("none", "null"):
-        return None
-    for cast in (int, float):
-        try:
-            return cast(raw)
-        except ValueError:
-            pass
-    return raw
-
-
-def _timeout(flag: str, value: float) -> None:
-    """--timeout: seconds, at least 1 (gloo and NCCL need time to connect), at most a week."""
-    if not 1 <= value <= MAX_TIMEOUT_S:  # also refuses nan
-        raise DpwiseError(
-            f"{flag} must be a number of seconds from 1 to {MAX_TIMEOUT_S:.0f}, got {value}; "
-            f"e.g. {flag} {DEFAULT_TIMEOUT_S:.0f}"
-        )
-
-
-MODEL_HELP = (
-    "simple | cnn | transformer | torchvision:NAME | timm:NAME | transformers:TYPE-or-Class | "
-    "pkg.mod:factory (library models start from fresh weights; nothing is downloaded)"
-)
-DATA_HELP = (
-    "pkg.mod:factory returning (inputs, targets), a dict of tensors or a Dataset; or 'synthetic' "
-    "(--data-arg shape=3x224x224 classes=10 | vocab=V seq_len=T | outputs=K, samples=N). "
-    "Default: the built-in model's data, else synthetic data inferred from the model"
-)
-LOSS_HELP = (
-    "auto (default): the model's own loss when it returns one, cross-entropy for class labels, "
-    "token-cross-entropy for (batch, tokens) labels, mse for real-valued targets"
-)
-TIMEOUT_HELP = (
-    "ddp, fsdp: seconds a collective waits for a peer before the run fails (default "
-    f"{DEFAULT_TIMEOUT_S:.0f}: room for rank 0 to write a multi-GB checkpoint while the others "
-    "wait); a worker that stays stopped this long is killed and named"
-)
-WORKLOAD_SETTINGS = ("model", "model_args", "data", "data_args", "loss")
-
-
-def key_values(flag: str, help: str) -> Any:
-    """A repeatable `KEY=VALUE` flag gathered into a dict (`--model-arg depth=4`)."""
-    return setting(
-        factory=dict, flag=flag, parse=parse_kv, action="append", metavar="KEY=VALUE", help=help
-    )
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkloadSettings:
-    """The workload flags every command that builds a model takes (train, compare, advise)."""
-
-    model: str = setting("simple", help=MODEL_HELP)
-    model_args: dict[str, Any] = key_values("--model-arg", "factory argument")
-    data: str | None = setting(None, help=DATA_HELP)
-    data_args: dict[str, Any] = key_values("--data-arg", "e.g. samples=20000")
-    loss: str = setting("auto", choices=LOSSES, help=LOSS_HELP)
 
 
 def _path(raw: Any, flag: str) -> Path:
     return Path(raw)
-
-
-# The settings that place a job's processes, on one node or several: every command that launches
-# workers (train, probe-link) offers them, in this order.
-PROCESSES = (
-    "nproc",
-    "device",
-    "backend",
-    "nnodes",
-    "node_rank",
-    "rdzv_endpoint",
-    "rdzv_backend",
-    "rdzv_id",
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,7 +59,7 @@ class TrainConfig(WorkloadSettings):
     )
     # seconds a collective waits for a peer (ddp, fsdp)
     timeout: float = setting(
-        DEFAULT_TIMEOUT_S, type=float, checks=[_timeout], metavar="SECONDS", help=TIMEOUT_HELP
+        DEFAULT_TIMEOUT_S, type=float, checks=[check_timeout], metavar="SECONDS", help=TIMEOUT_HELP
     )
     device: str = setting("auto", choices=DEVICES, help="auto: CUDA when present")
     backend: str = setting("auto", choices=BACKENDS, help="auto: nccl on CUDA")
@@ -203,6 +108,12 @@ class TrainConfig(WorkloadSettings):
         action="store_true",
         help="ddp: the same parameters are used (or unused) in every step; cheaper than the above",
     )
+    overwrite: bool = setting(
+        False,
+        action="store_true",
+        help="start afresh in an --out that holds another run's checkpoint.pt (deleted when this "
+        "run starts); without it, or --resume, such an --out is refused",
+    )
     quiet: bool = setting(False, action="store_true", help="print nothing but errors")
 
     def __post_init__(self) -> None:
@@ -223,6 +134,10 @@ class TrainConfig(WorkloadSettings):
             raise DpwiseError("--checkpoint-every needs --out DIR to write checkpoints into")
         if self.resume is not None and self.out is None:
             raise DpwiseError("--resume needs --out DIR (the run's outputs go there)")
+        if self.overwrite and self.resume is not None:
+            raise DpwiseError(
+                "--resume continues the run in --out, --overwrite replaces it: give one"
+            )
 
     def _check_strategy_fits(self) -> None:
         """Flags only some strategies take. Traits are read only where such a flag is given:

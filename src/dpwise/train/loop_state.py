@@ -7,7 +7,7 @@ epoch under way, so that a run resumed mid-epoch reports the whole run, as if ne
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -15,7 +15,32 @@ from dpwise.errors import DpwiseError
 from dpwise.train import checkpoint
 
 if TYPE_CHECKING:
-    from dpwise.train.engine import Loop
+    from torch import nn
+
+    from dpwise.strategies.base import Strategy
+    from dpwise.train.config import TrainConfig
+    from dpwise.train.precision import Precision
+    from dpwise.train.result import RunResult
+
+
+class Loop(Protocol):
+    """What a checkpoint reads of a training loop and restores into it (engine.Loop answers)."""
+
+    cfg: TrainConfig
+    strategy: Strategy
+    model: nn.Module  # wrapped
+    optimizer: torch.optim.Optimizer
+    precision: Precision
+    result: RunResult  # the losses, epoch records and step count so far
+    run_id: str | None  # the launch that writes this run's checkpoints
+    epoch: int  # 0-based, the epoch under way
+    step_in_epoch: int
+    carry: tuple[list[float], float]  # the epoch's losses and seconds before a resume
+    steps: int  # optimizer steps per epoch
+
+    @property
+    def total_steps(self) -> int: ...
+
 
 _NO_PART: dict[str, Any] = {"losses": [], "seconds": 0.0}
 

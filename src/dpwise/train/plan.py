@@ -1,4 +1,5 @@
-"""Resolve a TrainConfig against the hardware and the launch environment into a RunPlan."""
+"""Resolve a TrainConfig against the hardware and the launch environment into a RunPlan: what
+the strategy is built from (a StrategySpec) and what the launcher is given (LaunchSettings)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from dataclasses import dataclass
 
 from dpwise import strategies
 from dpwise.dist.env import DistEnv
+from dpwise.dist.settings import LaunchSettings
 from dpwise.errors import DpwiseError
 from dpwise.infra.hardware import Hardware
-from dpwise.strategies.traits import VISIBLE
+from dpwise.strategies.base import StrategySpec
+from dpwise.strategies.traits import VISIBLE, Traits
 from dpwise.train.batch_split import check_batch_divides
 from dpwise.train.config import TrainConfig
 
@@ -18,16 +21,52 @@ class RunPlan:
     """What will actually run: one process, or world_size workers of a multi-process strategy."""
 
     config: TrainConfig
-    device_type: str  # "cpu" or "cuda"
-    backend: str | None  # None where the strategy runs one process
+    strategy: StrategySpec  # what the strategy is built from
     nproc_per_node: int
     world_size: int
-    dp_devices: int  # GPUs one process splits each batch over (0: its one device)
     launch: bool  # True: dpwise starts the workers itself through the elastic launcher
+
+    @property
+    def device_type(self) -> str:
+        """ "cpu" or "cuda"."""
+        return self.strategy.device_type
+
+    @property
+    def backend(self) -> str | None:
+        """None where the strategy runs one process."""
+        return self.strategy.backend
 
     @property
     def per_rank_batch(self) -> int:
         return self.config.batch_size // self.world_size
+
+    @property
+    def launch_settings(self) -> LaunchSettings:
+        """What the elastic launcher is given: the launch section of the settings."""
+        cfg = self.config
+        return LaunchSettings(
+            nproc_per_node=self.nproc_per_node,
+            nnodes=cfg.nnodes,
+            node_rank=cfg.node_rank,
+            rdzv_endpoint=cfg.rdzv_endpoint,
+            rdzv_backend=cfg.rdzv_backend,
+            rdzv_id=cfg.rdzv_id,
+            max_restarts=cfg.max_restarts,
+            timeout=cfg.timeout,
+        )
+
+
+def _spec(
+    cfg: TrainConfig, traits: Traits, device: str, backend: str | None, dp_devices: int = 0
+) -> StrategySpec:
+    return StrategySpec(
+        name=cfg.strategy,
+        device_type=device,
+        backend=backend,
+        dp_devices=dp_devices,
+        timeout_s=cfg.timeout,
+        options={name: getattr(cfg, name) for name in traits.options},
+    )
 
 
 def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
@@ -50,11 +89,9 @@ def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
         dp_devices = hw.cuda_devices if every_gpu else 0
         return RunPlan(
             config=cfg,
-            device_type=device,
-            backend=None,
+            strategy=_spec(cfg, traits, device, None, dp_devices),
             nproc_per_node=1,
             world_size=1,
-            dp_devices=dp_devices,
             launch=False,
         )
 
@@ -89,10 +126,8 @@ def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
     check_batch_divides(cfg.batch_size, (world,))
     return RunPlan(
         config=cfg,
-        device_type=device,
-        backend=backend,
+        strategy=_spec(cfg, traits, device, backend),
         nproc_per_node=nproc,
         world_size=world,
-        dp_devices=0,
         launch=not env.under_launcher,
     )

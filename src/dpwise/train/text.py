@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpwise.train.engine import EpochReport
+from dpwise.train.result import EpochReport
 
 GIB = 1024**3
 

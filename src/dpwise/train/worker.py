@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -16,9 +16,10 @@ from dpwise.infra.hardware import Hardware, configure_threads
 from dpwise.strategies import make_strategy
 from dpwise.train import outputs
 from dpwise.train.config import TrainConfig
-from dpwise.train.engine import Trained, train
+from dpwise.train.engine import train
 from dpwise.train.plan import RunPlan, resolve
 from dpwise.train.restart import attempt_for
+from dpwise.train.result import Trained
 from dpwise.train.text import epoch_line, summary_lines
 from dpwise.workload.spec import Workload, workload_for
 
@@ -44,10 +45,9 @@ def build_metrics(plan: RunPlan, result: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Prepared:
-    """What `dpwise train` resolved and checked before training in its own process: passed
-    down rather than derived again. A launched worker gets only the TrainConfig (it pickles)
-    and derives these itself: its plan comes from its own launcher variables, and a workload's
-    factory need not pickle (a library model's is a closure)."""
+    """What `dpwise train` resolved and checked before training: passed down rather than
+    derived again. A launched worker gets the plan (it pickles) and builds its workload itself:
+    a workload's factory need not pickle (a library model's is a closure)."""
 
     env: DistEnv
     plan: RunPlan
@@ -65,7 +65,7 @@ def run_worker(cfg: TrainConfig, prepared: Prepared | None = None) -> dict[str, 
     attempt = attempt_for(cfg, env, prepared.resumed)
     if attempt.notice is not None and env.is_main:
         print(attempt.notice, file=sys.stderr, flush=True)
-    strategy = make_strategy(plan, env)
+    strategy = make_strategy(plan.strategy, env)
 
     def write(trained: Trained) -> None:
         """Rank 0 writes its outputs before the process group is torn down."""
@@ -99,6 +99,14 @@ def _emit_epoch(report: Any) -> None:
     _print(epoch_line(report))
 
 
-def worker_entry(cfg: TrainConfig) -> dict[str, Any] | None:
+def worker_entry(plan: RunPlan) -> dict[str, Any] | None:
     """The function torch.distributed's elastic launcher runs in each worker it starts."""
-    return run_guarded(run_worker, cfg)
+    return run_guarded(_launched, plan)
+
+
+def _launched(plan: RunPlan) -> dict[str, Any] | None:
+    """A worker dpwise launched: the plan its parent resolved (resolved once per run), this
+    worker's own ranks, and its own workload (a factory need not pickle)."""
+    env = DistEnv.from_environ()
+    mine = replace(plan, launch=False)  # this process trains; it launches nothing
+    return run_worker(plan.config, Prepared(env, mine, workload_for(plan.config)))

@@ -13,7 +13,7 @@ import torch
 from torch.nn import functional as F
 
 from dpwise.errors import DpwiseError
-from dpwise.train.config import LOSSES
+from dpwise.workload.settings import LOSSES
 
 IGNORE_INDEX = -100  # the label transformers and F.cross_entropy skip
 

@@ -2,7 +2,7 @@
 CheckResult out). ``CHECKS`` is the one ordered registry compare runs and the report shows.
 No measuring here."""
 
-from dpwise.compare.checks.base import Check, CheckContext, CheckResult, Diagnosis
+from dpwise.compare.checks.base import Check, CheckContext, Diagnosis
 from dpwise.compare.checks.communication import COMMUNICATION
 from dpwise.compare.checks.convergence import CONVERGENCE, explain_divergence
 from dpwise.compare.checks.memory import MEMORY
@@ -20,7 +20,6 @@ __all__ = [
     "SPEED",
     "Check",
     "CheckContext",
-    "CheckResult",
     "Diagnosis",
     "explain_divergence",
 ]

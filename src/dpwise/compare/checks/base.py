@@ -4,36 +4,15 @@ and run comparisons shared by the checks and the verdict."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dpwise.compare.checks.thresholds import CONFIDENCE, SPEED_MARGIN
 from dpwise.diagnosis.layers import Layer, group
 from dpwise.diagnosis.unused import Unused
 from dpwise.measure.stats import median_interval, paired_ratios
-from dpwise.results.records import Run
-
-
-@dataclass
-class CheckResult:
-    name: str
-    status: str  # pass | fail | warn | skip
-    summary: str
-    explanation: str
-    figures: dict[str, Any] = field(default_factory=dict)
-    table: dict[str, Any] = field(default_factory=lambda: {"columns": [], "rows": []})
-    plot: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> CheckResult:
-        """A check of a results.json; keys it lacks take their defaults ("" for text)."""
-        known = {f.name for f in fields(cls)}
-        text = {"name": "", "status": "", "summary": "", "explanation": ""}
-        return cls(**{**text, **{k: v for k, v in d.items() if k in known}})
+from dpwise.results.records import CheckResult, Run
 
 
 @dataclass(frozen=True)

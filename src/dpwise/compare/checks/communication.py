@@ -3,11 +3,12 @@ FSDP's all-gathers and reduce-scatters are said beside it, not judged)."""
 
 from __future__ import annotations
 
-from dpwise.compare.checks.base import Check, CheckContext, CheckResult
+from dpwise.compare.checks.base import Check, CheckContext
 from dpwise.compare.checks.thresholds import BYTES_TOLERANCE, EXPOSED_SHARE_LIMIT
 from dpwise.infra.units import mib, pct
-from dpwise.results.records import Run
-from dpwise.strategies import one_process_per_device, sharded, traits
+from dpwise.results.filters import one_process_per_device, sharded
+from dpwise.results.records import CheckResult, Run
+from dpwise.strategies import traits
 
 NAME = "communication"
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dpwise.compare.checks.base import Check, CheckContext, CheckResult, peak
+from dpwise.compare.checks.base import Check, CheckContext, peak
 from dpwise.compare.checks.thresholds import FSDP_LESS_MEMORY, HALF_MEMORY
 from dpwise.infra.units import gib, mib
-from dpwise.results.records import Run
-from dpwise.strategies import one_process_many_devices, one_process_per_device, sharded
+from dpwise.results.filters import one_process_many_devices, one_process_per_device, sharded
+from dpwise.results.records import CheckResult, Run
 
 WINDOW = (
     "CPU figures are the peak of live tensor memory recorded by torch.profiler from the model's "

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dpwise.compare.checks.base import Check, CheckContext, CheckResult, median_rate
+from dpwise.compare.checks.base import Check, CheckContext, median_rate
 from dpwise.compare.checks.thresholds import SCALING_FLOOR
 from dpwise.infra.units import pct, rate
-from dpwise.results.records import Run
-from dpwise.strategies import one_process_per_device
+from dpwise.results.filters import one_process_per_device
+from dpwise.results.records import CheckResult, Run
 
 NAME = "scalability"
 

@@ -1,0 +1,44 @@
+"""MigrateConfig: the script `dpwise migrate` rewrites, where the result goes and how --verify
+runs it. Each field is a setting (dpwise.infra.settings): its flag, help and checks are declared
+here once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dpwise.errors import DpwiseError
+from dpwise.infra.settings import setting, validate
+
+VERIFY_HELP = (
+    "train the original and the migrated script for --verify-steps optimizer steps under torchrun "
+    "(2 processes, gloo, CPU, fixed seed and data order) and compare the final parameters (equal "
+    "within 1e-5). Exit 0 when equal, 1 when they differ (also when the model's BatchNorm or "
+    "random layers explain it: those are named), 2 when a run fails or ends early (then nothing "
+    "is written)"
+)
+
+
+def _steps(flag: str, value: int) -> None:
+    if value < 1:
+        raise DpwiseError(f"{flag} {value}: give at least 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MigrateConfig:
+    script: Path = setting(flag="script", type=Path, help="the training script to migrate")
+    out: Path | None = setting(
+        None, flag=("-o", "--out"), type=Path, help="write the migrated script here"
+    )
+    diff: bool = setting(False, action="store_true", help="print a unified diff of the changes")
+    verify: bool = setting(False, action="store_true", help=VERIFY_HELP)
+    verify_steps: int = setting(4, type=int, checks=[_steps], help="steps per run (default: 4)")
+    script_args: str = setting(
+        "",
+        metavar="'ARGS'",
+        help="the script's own arguments when --verify runs it, as one shell-quoted string "
+        "(--script-args='--epochs 1 out.pt')",
+    )
+
+    def __post_init__(self) -> None:
+        validate(self)

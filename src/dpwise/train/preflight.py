@@ -1,0 +1,72 @@
+"""What `dpwise train` checks before any worker starts, each next to what it checks: a static
+graph against the model's varying parameters, a --resume checkpoint against the run, the --out
+folder, and the lock that keeps one run at a time in it."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from dpwise.dist.env import DistEnv
+from dpwise.errors import DpwiseError
+from dpwise.infra.atomic import remove_stale_temporaries
+from dpwise.infra.outlock import locked
+from dpwise.train import checkpoint, outputs
+from dpwise.train.config import TrainConfig
+from dpwise.workload.spec import Workload
+
+
+def check_static_graph(workload: Workload, seed: int) -> None:
+    """--static-graph breaks in backward when the used parameters change: catch that up front."""
+    from dpwise.diagnosis import probe_workload
+
+    varying = probe_workload(workload, seed).unused.sometimes
+    if varying:
+        from dpwise.diagnosis import group
+
+        raise DpwiseError(
+            f"--static-graph: the parameters of {group(varying)} got a gradient in some passes "
+            "of the model and none in others, but a static graph needs the same every step; "
+            "use --find-unused-parameters instead"
+        )
+
+
+def check_resume(
+    cfg: TrainConfig, workload: Workload, header_only: bool = False
+) -> dict[str, Any] | None:
+    """Refuse a checkpoint that cannot continue this run before any worker starts. Returns
+    the loaded checkpoint for this process to resume from; with ``header_only`` (the workers
+    are other processes, which load it themselves) only its header is read, and None returned."""
+    import torch
+
+    label = f"--resume {cfg.resume}"
+    expected = checkpoint.fingerprint(cfg.to_dict())
+    state = checkpoint.load(cfg.resume, expected, label, header_only=header_only)
+    kept = None if header_only else state
+    try:
+        with torch.device("meta"):  # shapes only: no memory, no initialisation
+            model = workload.build_model()
+    except Exception:  # a factory that cannot build on "meta": every worker checks it instead
+        return kept
+    checkpoint.check_model(state, label, model)
+    return kept
+
+
+def check_out(cfg: TrainConfig, env: DistEnv) -> None:
+    """--out can be written, holds no half-written file of a killed run, and holds no other
+    run's checkpoint unless --resume or --overwrite says what to do with it."""
+    if cfg.out is None:
+        return
+    outputs.check_writable(cfg.out)
+    remove_stale_temporaries(cfg.out)  # of a write a kill interrupted
+    if env.restart_count == 0:  # a worker group restarted by torchrun continues its own run
+        outputs.check_checkpoint(cfg.out, cfg.resume is not None, cfg.overwrite)
+
+
+def out_lock(out: Path | None, env: DistEnv, nnodes: int) -> AbstractContextManager[Any]:
+    """The lock on --out, held for the run's life by this process, or by rank 0 of an outer
+    launcher's workers (rank 0 writes the files). Not on multi-node runs that dpwise launches:
+    every node's command shares the --out, and which node holds rank 0 is decided later."""
+    skip = out is None or env.rank != 0 or (nnodes > 1 and not env.under_launcher)
+    return nullcontext() if skip else locked(out)

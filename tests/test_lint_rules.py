@@ -139,3 +139,16 @@ def test_syntax_error_from_async_as_a_name_says_why() -> None:
     assert "`non_blocking=True`" in finding.message
     [plain] = lint_paths([str(RULE_DIRS / "syntax-error" / "bad_missing_colon.py")])
     assert "reserved keyword" not in plain.message
+
+
+def test_the_code_table_names_every_rule_module_once_in_code_order() -> None:
+    from dpwise.lint import rules
+
+    codes = [code for code, _ in rules.CODES]
+    assert codes == sorted(set(codes)), "codes are unique and in order"
+    assert all(code < rules.NEXT_CODE for code in codes)
+    assert int(rules.NEXT_CODE[3:]) == int(codes[-1][3:]) + 1, "NEXT_CODE is the next free one"
+    folder = Path(rules.__file__).parent
+    modules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+    assert {m.__name__.rsplit(".", 1)[1] for _, m in rules.CODES} == modules
+    assert [r.code for r in RULES] == codes

@@ -1,4 +1,9 @@
-"""`dpwise advise`: facts about the machine and the job, a per-device memory estimate, the rules.
+"""Owns: `dpwise advise`'s answer: the facts, the decision rules, the per-device memory estimate,
+the answer from measured results (--from), and its text.
+May import: train, results, projection, strategies, dist, workload, measure, infra, errors
+Imported by: commands
+
+`dpwise advise`: facts about the machine and the job, a per-device memory estimate, the rules.
 
 - ``facts``: what dpwise knows (given, detected or assumed), one Fact each
 - ``footprint``: what one training step holds beyond the model states (measured or traced)

@@ -1,1 +1,6 @@
-"""`dpwise compare`: the guide's validation checklist, run for real on the user's hardware."""
+"""Owns: `dpwise compare`: the run matrix, the run processes and their turns, measurement, the
+checks (checks/), the verdict and claims, results assembly and publishing.
+May import: report, link, projection, train, results, strategies, dist, workload, measure,
+diagnosis, infra, errors
+Imported by: commands
+"""

@@ -1,4 +1,8 @@
-"""What in a model makes parallel runs differ or DDP fail, found by running it on a few rows."""
+"""Owns: what in a model makes parallel runs differ or DDP fail (BatchNorm, random layers, unused
+parameters), found by running it on a few rows.
+May import: nothing of dpwise
+Imported by: compare, migrate, strategies, train
+"""
 
 from dpwise.diagnosis.layers import Layer, group
 from dpwise.diagnosis.probe import ModelProbe, probe_workload

@@ -1,1 +1,6 @@
-"""dpwise.infra."""
+"""Owns: what every room stands on: settings declared once, units, atomic writes, the --out lock,
+interrupts, the hardware probe, the environment report.
+May import: errors (and the package's version)
+Imported by: advise, cli, commands, compare, dist, link, lint, measure, migrate, projection, report,
+train, workload
+"""

@@ -1,4 +1,9 @@
-"""`dpwise lint`: find data-parallel pitfalls in training scripts, statically.
+"""Owns: `dpwise lint`: the static analysis (analysis/), the rules and their code table (rules/),
+the fixes (fix/, fixer.py), the formats and the run.
+May import: infra, errors (never torch: the checked code is parsed, not run)
+Imported by: commands, migrate
+
+`dpwise lint`: find data-parallel pitfalls in training scripts, statically.
 
 The checked code is parsed with `ast`, never imported or run. Library use:
 

@@ -1,1 +1,5 @@
-"""Measurement probes: pure data out, nothing printed."""
+"""Owns: measurement probes: memory peaks, the profiler's collectives and DDP's buckets, timing
+statistics; data out, nothing printed.
+May import: infra, errors
+Imported by: advise, compare, link, train
+"""

@@ -1,4 +1,9 @@
-"""`dpwise migrate`: a single-process or DataParallel training script rewritten into one that runs
+"""Owns: `dpwise migrate`: a script's facts, the edits that rewrite it for torchrun, their one-pass
+apply, --verify's harness and causes, its settings, run and text.
+May import: lint, diagnosis, infra, errors
+Imported by: commands
+
+`dpwise migrate`: a single-process or DataParallel training script rewritten into one that runs
 under torchrun (one process per device, DistributedDataParallel) and still runs alone.
 
     from dpwise.migrate import migrate_source

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from dpwise.lint.rules.unguarded_rank_side_effect import WRITING_METHODS
+from dpwise.lint.analysis.names import WRITING_METHODS
 
 _SPAWNS = ("spawn", "start_processes", "Process", "Pool")
 _MP_MODULES = ("mp", "multiprocessing", "torch.multiprocessing")

@@ -1,4 +1,9 @@
-"""Scaling projection: what ddp (and fsdp, with a stated upper bound) would give at 2…1024
+"""Owns: the scaling projection: link presets with their sources, the torch-free model, what a
+comparison measured, results.json's section, advise's sentence.
+May import: results, infra, errors
+Imported by: advise, compare
+
+Scaling projection: what ddp (and fsdp, with a stated upper bound) would give at 2…1024
 devices over a link, from what `dpwise compare` measured on this machine.
 
 The API (what the validation bench and advise call):

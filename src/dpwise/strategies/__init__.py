@@ -1,4 +1,9 @@
-"""The strategies, one module each; this registry maps a name to the class that implements it.
+"""Owns: one file per strategy, the registry, the traits, and the contract (base.py: the Strategy
+protocol and the StrategySpec it is built from).
+May import: dist, diagnosis, errors
+Imported by: advise, commands, compare, link, report, results, train
+
+The strategies, one module each; this registry maps a name to the class that implements it.
 
 A strategy class declares its ``traits`` (see traits.Traits) and builds itself from the
 StrategySpec the planner resolved (``from_spec``; base.py declares the type). Names are known

@@ -1,6 +1,8 @@
-"""The guide's validation checks: one module per check, each a Check (a CheckContext in, a
-CheckResult out). ``CHECKS`` is the one ordered registry compare runs and the report shows.
-No measuring here."""
+"""Owns: the guide's validation checks, one module per check (a CheckContext in, a CheckResult
+out), their shared comparisons (base.py) and thresholds; CHECKS, the one ordered registry.
+May import: results, diagnosis, measure, strategies, train (finiteness), infra; no measuring here.
+Imported by: compare (runner, results, verdict) and nothing outside it.
+"""
 
 from dpwise.compare.checks.base import Check, CheckContext, Diagnosis
 from dpwise.compare.checks.communication import COMMUNICATION

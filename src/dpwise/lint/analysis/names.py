@@ -202,3 +202,15 @@ def str_value(expr: ast.AST) -> str | None:
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
         return expr.value
     return None
+
+
+# Methods that write a file whatever their receiver (a DataFrame, a figure, a model, a Path):
+# unguarded-rank-side-effect reports them outside rank 0, and migrate guards them.
+WRITING_METHODS = (
+    "to_csv",
+    "to_parquet",
+    "savefig",
+    "save_pretrained",
+    "write_text",
+    "write_bytes",
+)

@@ -1,15 +1,19 @@
-"""The rule registry: one module per rule, each with `RULE` (metadata and docs) and `check(ctx)`.
+"""Owns: the rules, one module each (`RULE`: metadata and docs; `check(ctx)` unless the checker
+reports it; `fix(ctx, hit)` where the rule can fix), and CODES, the one table of codes.
+May import: lint.analysis, lint.fix, lint.model, lint.files; never another rule's module.
+Imported by: lint (checker, session, fixer) and the documentation's rule pages.
 
-Codes are stable: a rule keeps its code for life; a removed rule's code is never reused.
+CODES is the one table of codes. A rule keeps its code for life; a removed rule's code is never
+reused; a new rule takes the next free code (NEXT_CODE) and one row here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from types import ModuleType
 
 from dpwise.errors import DpwiseError
 from dpwise.lint.analysis.context import FileContext
-from dpwise.lint.files import MAX_FILE_BYTES
 from dpwise.lint.model import Fix, Hit, Rule
 from dpwise.lint.rules import (
     accumulation_without_no_sync,
@@ -18,6 +22,7 @@ from dpwise.lint.rules import (
     data_parallel_usage,
     ddp_before_init_process_group,
     deprecated_amp_api,
+    file_not_checked,
     find_unused_parameters,
     grad_scaler_in_loop,
     hardcoded_master_port,
@@ -30,6 +35,7 @@ from dpwise.lint.rules import (
     reentrant_checkpoint_with_ddp,
     shuffle_with_sampler,
     spawn_under_torchrun,
+    syntax_error,
     unguarded_rank_side_effect,
     wrapped_state_dict,
 )
@@ -37,97 +43,45 @@ from dpwise.lint.rules import (
 Check = Callable[[FileContext], Iterator[Hit]]
 Fixer = Callable[[FileContext, Hit], Fix | None]
 
-SYNTAX_ERROR = Rule(
-    code="DPW000",
-    name="syntax-error",
-    severity="error",
-    summary="the file cannot be parsed (or decoded) as Python",
-    message="syntax error",
-    help="fix the syntax error; no other rule can check this file until it parses",
-    docs="""\
-## What it does
-Reports a file that Python cannot parse (or decode), with the parser's message and position. The
-other files are still checked. Reported even under `--select`, unless ignored by name or code.
-
-## Why is this bad?
-A training script that does not parse fails on every rank at start-up, and no other rule can look
-at it.
-
-## Example
-```python
-for epoch in range(10)
-    train(epoch)
-```
-
-## Use instead
-```python
-for epoch in range(10):
-    train(epoch)
-```
-""",
+CODES: tuple[tuple[str, ModuleType], ...] = (
+    ("DPW000", syntax_error),
+    ("DPW001", data_parallel_usage),
+    ("DPW002", missing_set_device),
+    ("DPW003", ddp_before_init_process_group),
+    ("DPW004", missing_distributed_sampler),
+    ("DPW005", missing_set_epoch),
+    ("DPW006", shuffle_with_sampler),
+    ("DPW007", spawn_under_torchrun),
+    ("DPW008", hardcoded_master_port),
+    ("DPW009", unguarded_rank_side_effect),
+    ("DPW010", wrapped_state_dict),
+    ("DPW011", missing_destroy_process_group),
+    ("DPW012", grad_scaler_in_loop),
+    ("DPW013", deprecated_amp_api),
+    ("DPW014", accumulation_without_no_sync),
+    ("DPW015", batchnorm_without_sync),
+    ("DPW016", file_not_checked),
+    ("DPW017", collective_under_rank_guard),
+    ("DPW018", reentrant_checkpoint_with_ddp),
+    ("DPW019", no_sync_without_forward),
+    ("DPW020", find_unused_parameters),
+    ("DPW021", loss_divided_by_world_size),
 )
+NEXT_CODE = "DPW022"
 
-NOT_CHECKED = Rule(
-    code="DPW016",
-    name="file-not-checked",
-    severity="warning",
-    summary="the file was not checked: too large, or nested too deeply to analyse",
-    message="file not checked",
-    help="split the file into smaller modules or flatten the nesting; no rule checked this file",
-    docs=f"""\
-## What it does
-Reports a file that dpwise did not check, so that a skipped file is never mistaken for a clean
-one: a file over {MAX_FILE_BYTES // 2**20} MiB (never read, which bounds the cost of one file),
-and a file whose expressions are nested so deeply (thousands of levels) that parsing or analysing it
-exhausts the recursion limit or memory. The other files are still checked. Reported even under
-`--select`, unless ignored by name or code.
+for _code, _module in CODES:
+    if _module.RULE.code != _code:
+        raise ValueError(f"{_module.__name__} declares {_module.RULE.code}; its row says {_code}")
 
-## Why is this bad?
-No rule looked at the file. A file nested that deeply usually cannot be compiled by Python
-either; a file that large is usually generated code or data, not a training script.
+SYNTAX_ERROR = syntax_error.RULE
+NOT_CHECKED = file_not_checked.RULE
 
-## Example
-```python
-x = ----------------------------------------------------------------------------------1  # × 5,000
-```
-
-## Use instead
-```python
-x = 1
-```
-""",
-)
-
-_MODULES = (
-    data_parallel_usage,
-    missing_set_device,
-    ddp_before_init_process_group,
-    missing_distributed_sampler,
-    missing_set_epoch,
-    shuffle_with_sampler,
-    spawn_under_torchrun,
-    hardcoded_master_port,
-    unguarded_rank_side_effect,
-    wrapped_state_dict,
-    missing_destroy_process_group,
-    grad_scaler_in_loop,
-    deprecated_amp_api,
-    accumulation_without_no_sync,
-    batchnorm_without_sync,
-    collective_under_rank_guard,
-    reentrant_checkpoint_with_ddp,
-    no_sync_without_forward,
-    find_unused_parameters,
-    loss_divided_by_world_size,
-)
-
-RULES: tuple[Rule, ...] = tuple(
-    sorted((SYNTAX_ERROR, NOT_CHECKED, *(m.RULE for m in _MODULES)), key=lambda r: r.code)
-)
+RULES: tuple[Rule, ...] = tuple(m.RULE for _, m in CODES)
 ALWAYS_ON = frozenset({SYNTAX_ERROR.code, NOT_CHECKED.code})  # unless ignored
-CHECKS: dict[str, Check] = {m.RULE.code: m.check for m in _MODULES}
+# The rules the checker reports itself have no `check` of their own.
+CHECKS: dict[str, Check] = {code: m.check for code, m in CODES if hasattr(m, "check")}
 # A rule module with a `fix(ctx, hit)` offers fixes (`dpwise lint --fix`).
-FIXERS: dict[str, Fixer] = {m.RULE.code: m.fix for m in _MODULES if hasattr(m, "fix")}
+FIXERS: dict[str, Fixer] = {code: m.fix for code, m in CODES if hasattr(m, "fix")}
 _BY_KEY = {key: rule for rule in RULES for key in (rule.code.lower(), rule.name)}
 
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import ast
-import re
 from collections.abc import Iterator
 
-from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.batchnorm import uses_batchnorm
 from dpwise.lint.analysis.context import FileContext
 from dpwise.lint.model import Hit, Rule
 
@@ -56,27 +54,6 @@ RULE = Rule(
     "`model = nn.SyncBatchNorm.convert_sync_batchnorm(model)`",
     docs=DOCS,
 )
-
-_TORCHVISION_BN = re.compile(
-    r"^torchvision\.models\.(resnet\d+|resnext\w+|wide_resnet\w+|densenet\d+|mobilenet\w*|"
-    r"efficientnet\w*|regnet\w+|shufflenet\w+|mnasnet\w+|googlenet|inception_v3|vgg\d+_bn)$"
-)
-
-
-def uses_batchnorm(ctx: FileContext) -> bool:
-    """Does the file build a BatchNorm layer (directly or through a torchvision model)?
-    Asked once per call by other rules, so the answer is kept on the file's context."""
-    if "uses_batchnorm" not in ctx.memo:
-        ctx.memo["uses_batchnorm"] = _uses_batchnorm(ctx)
-    return ctx.memo["uses_batchnorm"]
-
-
-def _uses_batchnorm(ctx: FileContext) -> bool:
-    if "BatchNorm" in ctx.source:
-        for node in ast.walk(ctx.tree):
-            if isinstance(node, ast.Attribute | ast.Name) and ctx.qual(node) in N.BATCHNORM:
-                return True
-    return any(_TORCHVISION_BN.match(q) for q in ctx.calls_by_qual)
 
 
 def check(ctx: FileContext) -> Iterator[Hit]:

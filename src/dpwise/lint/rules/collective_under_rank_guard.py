@@ -7,12 +7,12 @@ import functools
 from collections.abc import Callable, Iterator
 
 from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.batchnorm import uses_batchnorm
 from dpwise.lint.analysis.context import FileContext
 from dpwise.lint.analysis.guards import NOT_RANK0, RANK0, Guards, classify
 from dpwise.lint.analysis.index import MODULE, pos
 from dpwise.lint.analysis.wrappers import Wrappers
 from dpwise.lint.model import Hit, Rule
-from dpwise.lint.rules.batchnorm_without_sync import uses_batchnorm
 
 DOCS = """\
 ## What it does

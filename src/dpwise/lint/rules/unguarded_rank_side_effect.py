@@ -80,14 +80,6 @@ RULE = Rule(
 )
 
 _PRINT = "`print` of metrics"
-WRITING_METHODS = (
-    "to_csv",
-    "to_parquet",
-    "savefig",
-    "save_pretrained",
-    "write_text",
-    "write_bytes",
-)
 _METRICS = frozenset(
     {"loss", "losses", "acc", "accuracy", "metric", "metrics", "score", "f1", "ppl"}
     | {"perplexity", "top1", "top5", "auc", "bleu", "rouge", "mse", "mae", "rmse", "miou"}
@@ -168,7 +160,11 @@ def _describe(ctx: FileContext, call: ast.Call) -> str | None:
         return '`open(..., "w")`'
     if isinstance(func, ast.Attribute) and name == "open" and _writes(_open_mode(call, 0)):
         return '`.open("w")`'
-    if isinstance(func, ast.Attribute) and name in WRITING_METHODS and (call.args or call.keywords):
+    if (
+        isinstance(func, ast.Attribute)
+        and name in N.WRITING_METHODS
+        and (call.args or call.keywords)
+    ):
         return f"`.{name}(...)`"
     if builtin and name == "print" and _reports_metrics(call) and not _deliberate(ctx, call):
         return _PRINT

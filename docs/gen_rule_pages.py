@@ -129,9 +129,16 @@ def extend_nav() -> None:
     raise SystemExit(f"mkdocs.yml: no nav section {NAV_SECTION!r} starting with {INDEX}")
 
 
-for rule in RULES:
-    with mkdocs_gen_files.open(f"rules/{rule.name}.md", "w") as f:
-        f.write(rule_page(rule))
-with mkdocs_gen_files.open(INDEX, "w") as f:
-    f.write(index_page())
-extend_nav()
+def generate() -> None:
+    for rule in RULES:
+        with mkdocs_gen_files.open(f"rules/{rule.name}.md", "w") as f:
+            f.write(rule_page(rule))
+    with mkdocs_gen_files.open(INDEX, "w") as f:
+        f.write(index_page())
+    extend_nav()
+
+
+# mkdocs-gen-files runs this file with runpy.run_path (run name "<run_path>"); run under another
+# name (a test's run_path(..., run_name=...)), it only defines the functions above.
+if __name__ in ("<run_path>", "__main__"):
+    generate()

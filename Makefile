@@ -1,11 +1,12 @@
 # Set-up: `make demo` and `make test` each create .venv when it is missing, install dpwise, then run.
+# `make docs` builds the documentation site into site/.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_OUT ?= runs/demo
 
-.PHONY: demo test lint format bench clean
+.PHONY: demo test lint format bench docs docs-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,16 +18,34 @@ demo: $(STAMP)
 	@echo "demo: open $(DEMO_OUT)/report.html (also report.md and results.json in $(DEMO_OUT)/)"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench docs/gen_rule_pages.py
+	$(BIN)/ruff format --check src tests bench docs/gen_rule_pages.py
 	$(BIN)/lint-imports --no-cache
 
-test: lint
+# The documentation site (mkdocs.yml; the lint rule pages are generated from the rules' own docs).
+# Material and mkdocs-gen-files each print a notice about MkDocs' future on every build; these
+# two variables are their documented switches to hide them, so the build prints only its own lines.
+MKDOCS := NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs
+
+docs: $(STAMP)
+	$(MKDOCS) build --strict
+	@echo "docs: open site/index.html"
+
+# The strict build, into a temporary folder that is removed: nothing is left in the tree. Not with
+# --quiet: it hides the warnings that --strict counts, so a broken link would pass. The build's log
+# is shown only when it fails.
+docs-check: $(STAMP)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  if $(MKDOCS) build --strict -d "$$tmp/site" >"$$tmp/log" 2>&1; then \
+	    echo "docs: strict build passed"; \
+	  else cat "$$tmp/log"; exit 1; fi
+
+test: lint docs-check
 	$(BIN)/python -m pytest -q
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests bench
-	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests bench docs/gen_rule_pages.py
+	$(BIN)/ruff check --fix src tests bench docs/gen_rule_pages.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine_overhead.py
@@ -37,4 +56,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/lint_speed.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs site .pytest_cache .ruff_cache

@@ -92,3 +92,25 @@ def test_the_files_an_older_report_named_are_found_for_removal(tmp_path):
     assert "runs/single/final.pt" in names
     assert {r["trace"] for r in old["runs"] if r.get("trace")} <= set(names)
     assert set(old["plots"].values()) <= set(names)
+
+
+BEFORE_ROOMS = Path(__file__).parent / "fixtures" / "results_before_rooms.json"
+
+
+def test_a_results_json_written_before_the_rooms_moved_loads_renders_and_advises(tmp_path, capsys):
+    """A file `dpwise compare` wrote at 4493df2, before its modules moved into rooms (only its
+    --out in the command line was renamed): it reads into the records, writes back every key it
+    had, renders as a report, and `advise --from` answers from it."""
+    from dpwise.cli import main
+    from dpwise.report.files import write_reports
+
+    old = json.loads(BEFORE_ROOMS.read_text())
+    assert {"link_probe", "projection", "diagnosis"} <= set(old)
+    results = Results.from_json(old)
+    assert kept(old, results.to_json()) == []
+    assert [r.id for r in results.runs] == ["single", "dp", "ddp-1", "ddp-2"]
+    _, files = write_reports(results, tmp_path)
+    assert "ddp × 2" in files["markdown"].read_text() and files["html"].is_file()
+    assert main(["advise", "--from", str(BEFORE_ROOMS), "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["strategy"] == "single" and answer["measured"]

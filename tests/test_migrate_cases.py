@@ -4,6 +4,7 @@ says why it is refused."""
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -92,23 +93,42 @@ def test_refuse_case_is_refused_with_its_reason(script: Path):
     assert refused.value.reasons
 
 
-def verified_and_alone(script: Path, folder: Path) -> str | None:
-    """None when the migrated `script` verifies as the same model and runs alone; else why."""
+# Runs each migrated script alone (`python script.py`: no torchrun, one process), one after the
+# other in one interpreter: each as `__main__` from its own folder, with its own argv and output.
+ALONE = """
+import json, os, runpy, sys, traceback
+failed = {}
+for script in sys.argv[1:]:
+    folder = os.path.dirname(script)
+    os.chdir(folder)
+    os.environ["DPWISE_OUT"] = os.path.join(folder, "weights.pt")
+    sys.argv, sys.path[0] = [script], folder
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as done:
+        if done.code not in (None, 0):
+            failed[script] = f"exit {done.code}"
+    except BaseException:
+        failed[script] = traceback.format_exc()[-1000:]
+print(json.dumps(failed))
+"""
+
+
+def verified(script: Path, folder: Path) -> str | None:
+    """None when the migrated `script` verifies as the same model; else why. The migrated copy
+    is left in ``folder`` to run alone. The original trains on one process: each of its
+    processes trains alone, on the same rows (`dpwise migrate --verify` itself runs two)."""
     from dpwise.migrate import migrate_source
     from dpwise.migrate.verify import verify
 
     code = migrate_source(script.read_text()).code
-    verdict = verify(script, code, steps=4)
+    verdict = verify(script, code, steps=4, original_nproc=1)
     if not verdict.same or verdict.moved <= 1e-4:
         return f"verify: {verdict}"
     folder.mkdir()
     for sibling in script.parent.glob("*.json"):  # a config file read from beside the script
         (folder / sibling.name).write_text(sibling.read_text())
     (folder / script.name).write_text(code)
-    alone = run_case(folder / script.name, folder)  # no torchrun: one process, as before
-    if alone.returncode != 0:
-        return f"alone: {alone.stderr[-1000:]}"
-    assert_weights(folder / "weights.pt")
     return None
 
 
@@ -118,6 +138,18 @@ def test_every_ok_case_verifies_as_the_same_model_and_still_runs_alone(tmp_path:
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = {s.stem: pool.submit(verified_and_alone, s, tmp_path / s.stem) for s in OK}
+        done = {s.stem: pool.submit(verified, s, tmp_path / s.stem) for s in OK}
     failed = {name: future.result() for name, future in done.items() if future.result()}
     assert not failed, failed
+    migrated = [str(tmp_path / s.stem / s.name) for s in OK]
+    alone = subprocess.run(
+        [sys.executable, "-c", ALONE, *migrated],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    assert json.loads(alone.stdout.splitlines()[-1]) == {}
+    for script in migrated:
+        assert_weights(Path(script).with_name("weights.pt"))

@@ -181,7 +181,7 @@ def test_a_run_that_hangs_is_stopped_at_the_timeout_with_its_workers(tmp_path):
 
     script = tmp_path / "hangs.py"
     script.write_text("import time\ntime.sleep(3600)  # a worker that never reaches a step\n")
-    with pytest.raises(DpwiseError, match="did not end within 20 s"):
-        verify(script, script.read_text(), steps=1, timeout=20)
+    with pytest.raises(DpwiseError, match="did not end within 10 s"):
+        verify(script, script.read_text(), steps=1, timeout=10)
     left = subprocess.run(["pgrep", "-f", str(script)], capture_output=True, text=True)
     assert left.stdout.strip() == "", "workers left running"

@@ -40,23 +40,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dpwise.link.session import probe
     from dpwise.link.text import link_lines
-    from dpwise.link.worker import run_probe
-    from dpwise.train.outputs import check_writable, write_json
 
     cfg = from_args(ProbeLinkConfig, args)
-    if cfg.out is not None:
-        check_writable(cfg.out.parent)
-    result, writer = run_probe(cfg, quiet=cfg.json)
-    if result is None:  # a torchrun worker other than rank 0
+    done = probe(cfg)
+    if done.result is None:  # a torchrun worker other than rank 0
         return 0
-    if cfg.out is not None and writer:
-        cfg.out.parent.mkdir(parents=True, exist_ok=True)
-        write_json(result, cfg.out)
     if cfg.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print("\n".join(link_lines(result)))
-        if cfg.out is not None and writer:
-            print(f"wrote {cfg.out}")
+        print(json.dumps(done.result, indent=2))
+        return 0
+    print("\n".join(link_lines(done.result)))
+    if done.wrote is not None:
+        print(f"wrote {done.wrote}")
     return 0

@@ -125,7 +125,11 @@ def verify(
     steps: int = 4,
     nproc: int = 2,
     timeout: float = 600,
+    original_nproc: int | None = None,
 ) -> Verdict:
+    """Train both scripts for ``steps`` optimizer steps under torchrun and compare them: the
+    migrated script on ``nproc`` processes, the original on ``original_nproc`` (default: as
+    many; each trains alone, so one gives the same parameters for less work)."""
     import torch
 
     home = original.resolve().parent
@@ -134,12 +138,13 @@ def verify(
         migrated = folder / original.name
         migrated.write_text(migrated_code, encoding="utf-8")
         scripts = {"original": original.resolve(), "migrated": migrated}
+        procs = {"original": original_nproc or nproc, "migrated": nproc}
         for name in scripts:
             (folder / name).mkdir()
 
         def run(name: str) -> None:
             out = folder / name / "verify-params.pt"
-            _launch(scripts[name], list(args or []), home, out, steps, nproc, timeout)
+            _launch(scripts[name], list(args or []), home, out, steps, procs[name], timeout)
 
         with ThreadPoolExecutor(max_workers=2) as pool:  # the two launches side by side
             launched = {name: pool.submit(run, name) for name in scripts}

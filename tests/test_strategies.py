@@ -151,7 +151,8 @@ def test_the_loop_trains_a_new_strategy_like_the_reference(new_strategies):
 
 def test_names_and_plain_configs_need_no_torch():
     """The CLI lists the strategies and validates a config before torch is imported (compare
-    starts its fork server first); only a strategy's traits import its module."""
+    starts its fork server first); only a strategy's traits import its module. Nor does the
+    command line import LibCST (migrate's and lint --fix's)."""
     import subprocess
     import sys
 
@@ -161,7 +162,8 @@ def test_names_and_plain_configs_need_no_torch():
         "from dpwise.compare.settings import CompareConfig; "
         "build_parser().parse_args(['train', '--strategy', 'ddp']); "
         "TrainConfig(strategy='ddp'); CompareConfig(); "
-        "assert 'torch' not in sys.modules, 'torch imported'; print('ok')"
+        "assert 'torch' not in sys.modules, 'torch imported'; "
+        "assert 'libcst' not in sys.modules, 'libcst imported'; print('ok')"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "ok", done.stderr

@@ -16,9 +16,12 @@ LibCST keeps the script's comments and formatting outside the edits.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from dpwise.migrate.edits import Edit
 from dpwise.migrate.refusal import MigrationRefused
+
+if TYPE_CHECKING:  # edits imports LibCST, which building the command line must not
+    from dpwise.migrate.edits import Edit
 
 
 @dataclass(frozen=True)
@@ -42,4 +45,4 @@ def migrate_source(text: str) -> Migration:
     return Migration(apply(module, edits).code, edits)
 
 
-__all__ = ["Edit", "Migration", "MigrationRefused", "migrate_source"]
+__all__ = ["Migration", "MigrationRefused", "migrate_source"]

@@ -34,6 +34,26 @@ def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300)
     )
 
 
+@pytest.fixture
+def run_here(capfd, monkeypatch):
+    """`dpwise ARGS` in this process, through ``dpwise.cli.main``: for tests that are about what
+    a command does, not about what a fresh process does (its signals, exit, environment, process
+    group, torchrun): each test of those keeps its own `run_cli`. Output is read at the file
+    descriptors, so what launched workers print is in it too, as with `run_cli`; the fixtures'
+    modules import as they do under `run_cli` (its PYTHONPATH)."""
+    from dpwise.cli import main
+
+    monkeypatch.syspath_prepend(str(FIXTURES))
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        capfd.readouterr()  # what the test printed before is not this command's
+        code = main(list(args))
+        out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["dpwise", *args], code, out, err)
+
+    return run
+
+
 def run_module(module: str, *args: str, env: dict[str, str] | None = None, timeout: float = 300):
     return subprocess.run(
         [sys.executable, "-m", module, *args],
@@ -42,6 +62,21 @@ def run_module(module: str, *args: str, env: dict[str, str] | None = None, timeo
         env=child_env(env),
         timeout=timeout,
     )
+
+
+# The default workload trained with ddp on two processes for two epochs, uninterrupted.
+DDP_REFERENCE = ["train", "--strategy", "ddp", "--nproc", "2", "--epochs", "2"]
+
+
+@pytest.fixture(scope="session")
+def ddp_reference(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """One `dpwise DDP_REFERENCE` run in a fresh process, shared by the tests that compare with
+    it (the equivalence contract, the restarted runs): its folder and its process. Read it,
+    never write into it."""
+    out = tmp_path_factory.mktemp("ddp-reference") / "ddp"
+    proc = run_cli(*DDP_REFERENCE, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out, proc
 
 
 def free_port() -> int:

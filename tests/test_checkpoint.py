@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from conftest import load_state, max_abs_diff, run_cli
+from conftest import load_state, max_abs_diff
 from dpwise.cli import main
 from dpwise.train import checkpoint
 from helpers_train import train_here
@@ -39,7 +39,8 @@ def test_resume_mid_epoch_with_fp16_scaler_and_rng(tmp_path):
 
 
 @pytest.mark.slow
-def test_ddp_resume_matches_an_uninterrupted_ddp_run(tmp_path):
+def test_ddp_resume_matches_an_uninterrupted_ddp_run(tmp_path, run_here):
+    """Through the command in this process: its launched workers are what resume."""
     base = ["train", "--strategy", "ddp", "--nproc", "2", "--quiet", "--momentum", "0.9"]
     runs = [
         [*base, "--epochs", "2", "--out", str(tmp_path / "a")],
@@ -47,7 +48,7 @@ def test_ddp_resume_matches_an_uninterrupted_ddp_run(tmp_path):
         [*base, "--epochs", "2", "--resume", "--out", str(tmp_path / "b")],
     ]
     for args in runs:
-        proc = run_cli(*args)
+        proc = run_here(*args)
         assert proc.returncode == 0, proc.stderr
     diff = max_abs_diff(
         load_state(tmp_path / "a" / "final.pt"), load_state(tmp_path / "b" / "final.pt")

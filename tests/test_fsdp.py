@@ -20,9 +20,16 @@ from helpers_train import train_here
 FSDP2 = ["train", "--strategy", "fsdp", "--nproc", "2", "--quiet"]
 
 
-def _train(*args: str) -> None:
-    proc = run_cli(*args)
-    assert proc.returncode == 0, proc.stderr
+@pytest.fixture
+def fsdp_run(run_here):
+    """`dpwise train ARGS` in this process (its workers launched from here), which must succeed:
+    for the runs that are about what training computes; fresh processes: `run_cli`."""
+
+    def run(*args: str) -> None:
+        proc = run_here(*args)
+        assert proc.returncode == 0, proc.stderr
+
+    return run
 
 
 # -- which submodules are sharded ---------------------------------------------------------------
@@ -65,12 +72,14 @@ def test_fsdp_ends_with_singles_parameters_on_the_default_workload(tmp_path):
 
 
 @pytest.mark.slow
-def test_fsdp_with_accumulation_equals_single_with_a_larger_batch_on_the_transformer(tmp_path):
+def test_fsdp_with_accumulation_equals_single_with_a_larger_batch_on_the_transformer(
+    tmp_path, fsdp_run
+):
     model = ["--model", "transformer", "--epochs", "1"]
     single, _ = train_here(
         tmp_path / "single", model="transformer", epochs=1, batch_size=128, momentum=0.9
     )
-    _train(*FSDP2, *model, "--batch-size", "64", "--accum-steps", "2", "--momentum", "0.9",
+    fsdp_run(*FSDP2, *model, "--batch-size", "64", "--accum-steps", "2", "--momentum", "0.9",
            "--out", str(tmp_path / "fsdp"))  # fmt: skip
     final = load_state(tmp_path / "fsdp" / "final.pt")
     assert max_abs_diff(single, final) <= 1e-5
@@ -79,15 +88,15 @@ def test_fsdp_with_accumulation_equals_single_with_a_larger_batch_on_the_transfo
 
 
 @pytest.mark.slow
-def test_fsdp_resumes_mid_epoch_as_if_never_stopped(tmp_path):
+def test_fsdp_resumes_mid_epoch_as_if_never_stopped(tmp_path, fsdp_run):
     base = [*FSDP2, "--optimizer", "adamw", "--epochs", "2"]
-    _train(*base, "--out", str(tmp_path / "whole"))
-    _train(*base, "--max-steps", "20", "--checkpoint-every", "20", "--out", str(tmp_path / "cut"))
+    fsdp_run(*base, "--out", str(tmp_path / "whole"))
+    fsdp_run(*base, "--max-steps", "20", "--checkpoint-every", "20", "--out", str(tmp_path / "cut"))
     checkpoint = load_state(tmp_path / "cut" / "checkpoint.pt")
     # gathered, in the plain optimizer's layout: any strategy can resume it
     assert sorted(checkpoint["optimizer"]["state"]) == [0, 1, 2, 3]
     assert checkpoint["optimizer"]["state"][0]["exp_avg"].shape == (512, 1000)
-    _train(*base, "--resume", "--out", str(tmp_path / "cut"))
+    fsdp_run(*base, "--resume", "--out", str(tmp_path / "cut"))
     diff = max_abs_diff(
         load_state(tmp_path / "whole" / "final.pt"), load_state(tmp_path / "cut" / "final.pt")
     )
@@ -97,8 +106,8 @@ def test_fsdp_resumes_mid_epoch_as_if_never_stopped(tmp_path):
 
 
 @pytest.mark.slow
-def test_under_torchrun_fsdp_is_the_same_run(tmp_path):
-    _train("train", "--strategy", "fsdp", "--nproc", "2", "--max-steps", "8", "--quiet",
+def test_under_torchrun_fsdp_is_the_same_run(tmp_path, fsdp_run):
+    fsdp_run("train", "--strategy", "fsdp", "--nproc", "2", "--max-steps", "8", "--quiet",
            "--out", str(tmp_path / "own"))  # fmt: skip
     proc = run_module(
         "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "dpwise", "train",

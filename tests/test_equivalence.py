@@ -1,27 +1,38 @@
 """The equivalence contract through the CLI: single == dp == ddp, and torchrun == dpwise."""
 
+import contextlib
+import io
 import json
+import subprocess
 
 import pytest
 
 from conftest import load_state, max_abs_diff, run_cli, run_module
+from dpwise.cli import main
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, ddp_reference):
+    """single (in this process, through the command), dp and torchrun (fresh processes) and the
+    shared ddp run (a fresh process: conftest.ddp_reference), each through the CLI."""
     root = tmp_path_factory.mktemp("equivalence")
-    commands = {
-        "single": ["train", "--strategy", "single"],
-        "dp": ["train", "--strategy", "dp"],
-        "ddp": ["train", "--strategy", "ddp", "--nproc", "2"],
-    }
+    folders = {name: root / name for name in ("single", "dp", "torchrun")}
     results = {}
-    for name, args in commands.items():
-        proc = run_cli(*args, "--epochs", "2", "--out", str(root / name))
-        assert proc.returncode == 0, proc.stderr
-        results[name] = proc
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(
+            ["train", "--strategy", "single", "--epochs", "2", "--out", str(folders["single"])]
+        )
+    assert code == 0, err.getvalue()
+    results["single"] = subprocess.CompletedProcess(
+        ["single"], code, out.getvalue(), err.getvalue()
+    )
+    proc = run_cli("train", "--strategy", "dp", "--epochs", "2", "--out", str(folders["dp"]))
+    assert proc.returncode == 0, proc.stderr
+    results["dp"] = proc
+    folders["ddp"], results["ddp"] = ddp_reference
     proc = run_module(
         "torch.distributed.run",
         "--standalone",
@@ -34,43 +45,43 @@ def runs(tmp_path_factory):
         "--epochs",
         "2",
         "--out",
-        str(root / "torchrun"),
+        str(folders["torchrun"]),
     )
     assert proc.returncode == 0, proc.stderr
     results["torchrun"] = proc
-    return root, results
+    return folders, results
 
 
 def test_single_dp_and_ddp_end_with_the_same_parameters(runs):
-    root, _ = runs
-    single = load_state(root / "single" / "final.pt")
+    folders, _ = runs
+    single = load_state(folders["single"] / "final.pt")
     for name in ("dp", "ddp"):
-        diff = max_abs_diff(single, load_state(root / name / "final.pt"))
+        diff = max_abs_diff(single, load_state(folders[name] / "final.pt"))
         assert diff <= 1e-5, f"{name} differs from single by {diff:.3e}"
 
 
 def test_state_dicts_are_saved_unwrapped(runs):
-    root, _ = runs
+    folders, _ = runs
     for name in ("single", "dp", "ddp", "torchrun"):
-        keys = list(load_state(root / name / "final.pt"))
+        keys = list(load_state(folders[name] / "final.pt"))
         assert keys == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"], name
 
 
 def test_torchrun_gives_the_same_run_with_exactly_two_workers(runs):
-    root, results = runs
+    folders, results = runs
     diff = max_abs_diff(
-        load_state(root / "ddp" / "final.pt"), load_state(root / "torchrun" / "final.pt")
+        load_state(folders["ddp"] / "final.pt"), load_state(folders["torchrun"] / "final.pt")
     )
     assert diff <= 1e-6
-    workers = json.loads((root / "torchrun" / "metrics.json").read_text())["workers"]
+    workers = json.loads((folders["torchrun"] / "metrics.json").read_text())["workers"]
     assert [w["rank"] for w in workers] == [0, 1]
     assert len({w["pid"] for w in workers}) == 2
     assert results["torchrun"].stdout.count("epoch 2/2") == 1  # rank 0 prints, once
 
 
 def test_metrics_json_has_what_users_read(runs):
-    root, _ = runs
-    metrics = json.loads((root / "ddp" / "metrics.json").read_text())
+    folders, _ = runs
+    metrics = json.loads((folders["ddp"] / "metrics.json").read_text())
     assert metrics["strategy"] == "ddp" and metrics["world_size"] == 2
     assert metrics["backend"] == "gloo" and metrics["device"] == "cpu"
     assert metrics["torch_version"].startswith("2.")
@@ -87,12 +98,13 @@ def test_metrics_json_has_what_users_read(runs):
 
 
 def test_only_rank_zero_writes(runs):
-    root, _ = runs
+    folders, _ = runs
     for name in ("ddp", "torchrun"):
-        assert sorted(p.name for p in (root / name).iterdir()) == ["final.pt", "metrics.json"]
+        assert sorted(p.name for p in folders[name].iterdir()) == ["final.pt", "metrics.json"]
 
 
 def test_dp_on_cpu_says_it_is_the_single_process_run(runs):
     _, results = runs
     assert "equals the single-process run" in results["dp"].stdout
+    assert "epoch 2/2" in results["single"].stdout  # its lines were captured: none says so
     assert "equals the single-process run" not in results["single"].stdout

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import child_env, load_state, max_abs_diff, run_cli
+from conftest import DDP_REFERENCE, child_env, load_state, max_abs_diff
 
-RUN = ["train", "--strategy", "ddp", "--nproc", "2", "--epochs", "2", "--checkpoint-every", "5"]
+RUN = [*DDP_REFERENCE, "--quiet", "--checkpoint-every", "5"]
 RESUMED = re.compile(r"^restart 1: resuming from step (\d+) of checkpoint\.pt$", re.M)
 
 
@@ -33,19 +33,35 @@ def _workers(launcher: int) -> list[int]:
     return found
 
 
-def _killed_run(out: Path, delay: float) -> tuple[subprocess.CompletedProcess, int]:
-    """Start a run; `delay` s after its first checkpoint, kill -9 a random worker."""
+def _checkpoint_id(path: Path) -> tuple[int, int] | None:
+    """Which checkpoint ``path`` is: each is a new file that replaces the last (atomically)."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
+
+
+def _killed_run(
+    out: Path, checkpoints: int, delay: float
+) -> tuple[subprocess.CompletedProcess, int]:
+    """Start a run; `delay` s after its `checkpoints`-th checkpoint, kill -9 a random worker.
+
+    Counted in checkpoints (every 5 of the 78 steps), not in seconds: on any machine the kill
+    lands while the workers train, at most 60 steps in, however fast they run."""
     args = [sys.executable, "-m", "dpwise", *RUN, "--max-restarts", "1", "--out", str(out)]
     proc = subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()
     )
     deadline = time.monotonic() + 120
-    while (
-        not (out / "checkpoint.pt").exists() and proc.poll() is None and time.monotonic() < deadline
-    ):
-        time.sleep(0.02)
+    seen, last = 0, None
+    while seen < checkpoints and proc.poll() is None and time.monotonic() < deadline:
+        current = _checkpoint_id(out / "checkpoint.pt")
+        if current is not None and current != last:
+            seen, last = seen + 1, current
+        time.sleep(0.005)
     time.sleep(delay)
-    victims = _workers(proc.pid)
+    victims = [pid for pid in _workers(proc.pid) if _alive(pid)]
     victim = random.choice(victims) if victims else 0
     if victim:
         os.kill(victim, signal.SIGKILL)
@@ -53,17 +69,29 @@ def _killed_run(out: Path, delay: float) -> tuple[subprocess.CompletedProcess, i
     return subprocess.CompletedProcess(args, proc.returncode, stdout, stderr), victim
 
 
+def _alive(pid: int) -> bool:
+    """Not a zombie: a worker that has exited (not yet reaped) cannot be killed."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds workers through /proc")
-def test_a_killed_worker_is_restarted_and_the_run_resumes_to_the_same_parameters(tmp_path):
-    straight = run_cli(*RUN, "--quiet", "--out", str(tmp_path / "straight"))
-    assert straight.returncode == 0, straight.stderr
-    expected = load_state(tmp_path / "straight" / "final.pt")
-    losses = json.loads((tmp_path / "straight" / "metrics.json").read_text())["losses"]
+def test_a_killed_worker_is_restarted_and_the_run_resumes_to_the_same_parameters(
+    tmp_path, ddp_reference
+):
+    """The killed runs take checkpoints; the uninterrupted run they must end at takes none
+    (conftest.ddp_reference: the same run without --checkpoint-every)."""
+    straight, _ = ddp_reference
+    expected = load_state(straight / "final.pt")
+    losses = json.loads((straight / "metrics.json").read_text())["losses"]
     for trial in range(2):
         out = tmp_path / f"killed{trial}"
-        proc, victim = _killed_run(out, delay=random.uniform(0.0, 1.5))
-        assert victim, "no worker to kill: the run ended before its first checkpoint"
+        checkpoints, delay = random.randint(1, 12), random.uniform(0.0, 0.05)
+        proc, victim = _killed_run(out, checkpoints, delay)
+        assert victim, "no worker to kill: the run ended before its checkpoint"
         assert proc.returncode == 0, proc.stderr[-3000:]
         resumed = RESUMED.findall(proc.stderr)
         assert len(resumed) == 1 and int(resumed[0]) >= 5, proc.stderr[-3000:]

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import gc
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import weakref
 
 import pytest
@@ -162,22 +164,48 @@ def test_stuck_teardown_is_reported_after_outputs_are_written(tmp_path):
     assert (out / "final.pt").is_file() and (out / "metrics.json").is_file()
 
 
+# Five ddp launches from one `dpwise.cli.main` process, each launch's two workers fresh ones (the
+# hang is in a worker's teardown); one line per launch: its index and exit code.
+REPEATED = """
+import sys
+from dpwise.cli import main
+for i, out in enumerate(sys.argv[1:]):
+    args = ["train", "--strategy", "ddp", "--nproc", "2", "--epochs", "1", "--model", "transformer"]
+    args += ["--model-arg", "layers=4", "--model-arg", "dim=256", "--max-steps", "2"]
+    code = main([*args, "--batch-size", "32", "--out", out, "--quiet"])
+    print(i, code, flush=True)
+"""
+
+
+def _read(file) -> str:
+    file.seek(0)
+    return file.read()
+
+
 @pytest.mark.slow
 def test_repeated_ddp_runs_of_a_transformer_finish(tmp_path):
     """A small version of bench/ddp_teardown_stress.py: each run must end, with its outputs."""
-    for i in range(5):
-        out = tmp_path / f"run{i}"
+    outs = [tmp_path / f"run{i}" for i in range(5)]
+    cmd = [sys.executable, "-c", REPEATED, *map(str, outs)]
+    with (tmp_path / "stderr").open("w+") as err, subprocess.Popen(
+        cmd, env=child_env(), stdout=subprocess.PIPE, stderr=err, text=True,
+        start_new_session=True,
+    ) as proc:  # fmt: skip
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
+        ended = []
         try:
-            res = run_cli(
-                *("train", "--strategy", "ddp", "--nproc", "2", "--epochs", "1"),
-                *("--model", "transformer", "--model-arg", "layers=4", "--model-arg", "dim=256"),
-                *("--max-steps", "2", "--batch-size", "32", "--out", str(out), "--quiet"),
-                timeout=180,
-            )
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"run {i + 1} of 5 hung")
-        assert res.returncode == 0, res.stderr
-        assert (out / "final.pt").is_file()
+            for i in range(5):
+                ended.append(lines.get(timeout=180).split())
+                assert ended[-1] == [str(i), "0"], (ended, _read(err))
+        except queue.Empty:
+            pytest.fail(f"run {len(ended) + 1} of 5 hung")
+        finally:
+            if proc.poll() is None and len(ended) < 5:
+                os.killpg(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=60) == 0, _read(err)
+    for folder in outs:
+        assert (folder / "final.pt").is_file()
 
 
 class _EveryTurnNow:

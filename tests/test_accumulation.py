@@ -5,7 +5,7 @@ from contextlib import nullcontext
 import pytest
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
-from conftest import free_port, load_state, max_abs_diff, run_cli
+from conftest import free_port, load_state, max_abs_diff
 from dpwise.dist.env import DistEnv
 from dpwise.infra.hardware import Hardware
 from dpwise.strategies.ddp import DDPStrategy
@@ -64,9 +64,9 @@ def test_ddp_all_reduces_once_per_optimizer_step(monkeypatch):
 
 
 @pytest.mark.slow
-def test_ddp_accumulation_equals_single_large_batch(tmp_path):
+def test_ddp_accumulation_equals_single_large_batch(tmp_path, run_here):
     single, _ = train_here(tmp_path / "single", batch_size=256, epochs=1)
-    proc = run_cli(
+    proc = run_here(
         "train", "--strategy", "ddp", "--nproc", "2", "--batch-size", "64",
         "--accum-steps", "4", "--epochs", "1", "--quiet", "--out", str(tmp_path / "ddp"),
     )  # fmt: skip

@@ -193,7 +193,7 @@ def test_verify_catches_a_migration_that_doubles_the_global_batch():
     # every process takes the whole global batch from its half of the data: global batch x 2
     broken = code.replace("_per_process_batch(loader.batch_size)", "loader.batch_size")
     assert broken != code
-    verdict = verify(original, broken, steps=2)
+    verdict = verify(original, broken, steps=2, original_nproc=1)  # each process trains alone
     assert verdict.moved > 1e-4
     assert not verdict.same and verdict.max_abs_diff > 1e-5
 
@@ -211,8 +211,10 @@ def test_single_process_script_gets_ddp_and_its_logging_is_guarded(tmp_path):
 
 
 @pytest.mark.slow
-def test_verify_single_process_script(tmp_path):
-    done = run_cli("migrate", str(HERE / "flat_single.py"), "--verify", "--script-args", "final.pt")
+def test_verify_single_process_script(tmp_path, run_here):
+    done = run_here(
+        "migrate", str(HERE / "flat_single.py"), "--verify", "--script-args", "final.pt"
+    )
     assert done.returncode == 0, done.stderr
     assert "verify: same model: after 4 steps" in done.stderr
 

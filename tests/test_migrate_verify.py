@@ -9,7 +9,6 @@ import pytest
 import torch
 from torch import nn
 
-from conftest import run_cli
 from dpwise.diagnosis.layers import Layer
 from dpwise.migrate.causes import Watch, owning_models
 from dpwise.migrate.text import render_verdict
@@ -109,9 +108,9 @@ def test_a_model_off_the_cpu_is_not_watched():
     ("kind", "named"),
     [("batchnorm", "  BatchNorm (1 BatchNorm1d layer: 1): "), ("dropout", "  random layers (1 ")],
 )
-def test_verify_names_the_layer_that_makes_the_runs_differ(tmp_path, kind, named):
+def test_verify_names_the_layer_that_makes_the_runs_differ(tmp_path, run_here, kind, named):
     out = tmp_path / "ddp.py"
-    done = run_cli("migrate", str(SCRIPT), "-o", str(out), "--verify", "--script-args", kind)
+    done = run_here("migrate", str(SCRIPT), "-o", str(out), "--verify", "--script-args", kind)
     assert done.returncode == 1, done.stderr
     lines = done.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("verify: "))
@@ -131,9 +130,11 @@ FAILED = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(FAILED))
-def test_a_run_that_fails_or_never_steps_is_one_line_exit_2_and_nothing_written(tmp_path, kind):
+def test_a_run_that_fails_or_never_steps_is_one_line_exit_2_and_nothing_written(
+    tmp_path, run_here, kind
+):
     out = tmp_path / "ddp.py"
-    done = run_cli("migrate", str(SCRIPT), "-o", str(out), "--verify", "--script-args", kind)
+    done = run_here("migrate", str(SCRIPT), "-o", str(out), "--verify", "--script-args", kind)
     assert done.returncode == 2
     expected = f"dpwise: error: --verify: the original dp_layers.py {FAILED[kind]}"
     assert done.stderr.strip().splitlines() == [expected]

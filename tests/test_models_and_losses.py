@@ -266,8 +266,8 @@ def test_vision_shortcuts_build_or_say_in_one_line_why_not(library, name):
 
 
 @pytest.mark.slow
-def test_a_causal_lm_trains_the_same_under_single_and_ddp(tmp_path):
-    from conftest import load_state, max_abs_diff, run_cli
+def test_a_causal_lm_trains_the_same_under_single_and_ddp(tmp_path, run_here):
+    from conftest import load_state, max_abs_diff
 
     args = ["--model", "transformers:gpt2", "--data-arg", "samples=64", "--batch-size", "16"]
     for key, value in TINY_GPT2.items():
@@ -275,7 +275,7 @@ def test_a_causal_lm_trains_the_same_under_single_and_ddp(tmp_path):
     states = {}
     for strategy in ("single", "ddp"):
         out = tmp_path / strategy
-        proc = run_cli("train", *args, "--strategy", strategy, "--epochs", "1", "--out", str(out))
+        proc = run_here("train", *args, "--strategy", strategy, "--epochs", "1", "--out", str(out))
         assert proc.returncode == 0, proc.stderr
         states[strategy] = load_state(out / "final.pt")
     assert "data: synthetic data: 64 sequences of 16 tokens" in proc.stdout

@@ -64,22 +64,22 @@ def test_static_graph_is_refused_up_front_when_the_used_parameters_change(userpk
 
 
 @pytest.mark.slow
-def test_train_ddp_without_the_flag_stops_with_one_line_and_with_it_trains(userpkg, tmp_path):
+def test_train_ddp_without_the_flag_stops_with_one_line_and_with_it_trains(tmp_path, run_here):
     base = ["train", *SKIP, "--strategy", "ddp", "--nproc", "2", "--epochs", "1"]
-    failed = run_cli(*base)
+    failed = run_here(*base)
     assert failed.returncode == 2, failed.stderr
     assert "Traceback" not in failed.stderr
     lines = [line for line in failed.stderr.splitlines() if line.startswith("dpwise")]
     assert len(lines) == 1 and "1 RandomSkip layer: 1 got no gradient" in lines[0]
     assert "--find-unused-parameters" in lines[0]
-    trained = run_cli(*base, "--find-unused-parameters", "--out", str(tmp_path))
+    trained = run_here(*base, "--find-unused-parameters", "--out", str(tmp_path))
     assert trained.returncode == 0, trained.stderr
     assert (tmp_path / "final.pt").is_file()
 
 
 @pytest.mark.slow
-def test_compare_runs_ddp_with_find_unused_parameters_and_names_the_randomness(tmp_path):
-    proc = run_cli(
+def test_compare_runs_ddp_with_find_unused_parameters_and_names_the_randomness(tmp_path, run_here):
+    proc = run_here(
         "compare", *SKIP, "--epochs", "2", "--repeats", "1", "--profile-steps", "1",
         "--out", str(tmp_path), "--quiet",
     )  # fmt: skip

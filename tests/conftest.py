@@ -47,6 +47,7 @@ def run_here(capfd, monkeypatch):
 
     def run(*args: str) -> subprocess.CompletedProcess:
         capfd.readouterr()  # what the test printed before is not this command's
+        monkeypatch.setattr(sys, "argv", ["dpwise", *args])  # compare records its command line
         code = main(list(args))
         out, err = capfd.readouterr()
         return subprocess.CompletedProcess(["dpwise", *args], code, out, err)

@@ -120,8 +120,8 @@ def test_markdown_gives_the_same_verdict(default_report):
     assert md.index(headline) < md.index("convergence")
 
 
-def test_batchnorm_cnn_does_not_pass_silently(tmp_path):
-    proc = run_cli(
+def test_batchnorm_cnn_does_not_pass_silently(tmp_path, run_here):
+    proc = run_here(
         "compare",
         "--model",
         "cnn",
@@ -156,9 +156,10 @@ def test_batchnorm_cnn_does_not_pass_silently(tmp_path):
         (["--world-sizes", "1,x"], "not a comma-separated list of integers"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, run_here, args, message):
+    """(A fresh process's: test_compare_processes, faults/test_bad_inputs, faults/test_messages.)"""
     out = tmp_path / "report"
-    proc = run_cli("compare", *args, "--out", str(out))
+    proc = run_here("compare", *args, "--out", str(out))
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and message in proc.stderr
     assert not out.exists()

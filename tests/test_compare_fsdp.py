@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -173,19 +170,14 @@ def test_collectives_take_the_requested_op_whatever_the_backend_ran():
 
 
 @pytest.mark.slow
-def test_compare_with_fsdp_measures_the_memory_check_and_reports_both_peaks(tmp_path: Path):
+def test_compare_with_fsdp_measures_the_memory_check_and_reports_both_peaks(
+    tmp_path: Path, run_here
+):
     out = tmp_path / "cmp"
     args = ["--strategies", "single,ddp,fsdp", "--model", "transformer", "--epochs", "2"]
     args += ["--world-sizes", "2"]
     args += ["--repeats", "1", "--max-steps", "4", "--profile-steps", "2", "--quiet"]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
-    done = subprocess.run(
-        [sys.executable, "-m", "dpwise", "compare", *args, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    done = run_here("compare", *args, "--out", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((out / "results.json").read_text())
     memory = next(c for c in results["checks"] if c["name"] == "memory")

@@ -58,8 +58,9 @@ def test_a_crashing_run_stops_every_run_process(tmp_path):
 
 
 @pytest.mark.slow
-def test_max_steps_and_threads_apply_to_every_run_each_in_its_own_process(tmp_path):
-    proc = run_cli(
+def test_max_steps_and_threads_apply_to_every_run_each_in_its_own_process(tmp_path, run_here):
+    """The command runs in this process: no run is it."""
+    proc = run_here(
         "compare", *SMALL, *TINY, "--max-steps", "3", "--threads", "1", "--out", str(tmp_path),
     )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr

@@ -89,15 +89,14 @@ def test_ddp_stops_every_worker_when_one_rank_sees_a_nan(tmp_path):
 
 
 @pytest.mark.slow
-def test_compare_names_the_diverged_runs_and_writes_strict_json(tmp_path):
+def test_compare_names_the_diverged_runs_and_writes_strict_json(tmp_path, run_here):
     out = tmp_path / "cmp"
-    proc = run_cli(
+    proc = run_here(
         "compare",
         "--quiet",
         *("--strategies", "single,ddp", "--world-sizes", "2"),
         *("--epochs", "2", "--max-steps", "3", "--repeats", "1", "--profile-steps", "1"),
         *("--lr", "1e30", "--out", str(out)),
-        timeout=400,
     )
     assert proc.returncode == 1, proc.stderr  # a check failed
     results = _strict((out / "results.json").read_text())
@@ -111,7 +110,7 @@ def test_compare_names_the_diverged_runs_and_writes_strict_json(tmp_path):
     assert results["non_finite_values"]["values"]["runs[0].losses[1]"] == "nan"  # ... and why
     assert results["recommendation"]["diverged"] == ["single", "ddp-2"]
     assert results["recommendation"]["headline"].startswith("No recommendation")
-    advice = run_cli("advise", "--from", str(out / "results.json"))
+    advice = run_here("advise", "--from", str(out / "results.json"))
     assert advice.returncode == 2
     assert "single diverged" in _one_line(advice.stderr)
 

@@ -45,9 +45,10 @@ def _wait_for(path: Path, proc: subprocess.Popen, what=lambda p: p.exists()) -> 
         time.sleep(0.1)
 
 
-def test_train_refuses_another_runs_checkpoint_unless_told(tmp_path: Path) -> None:
+def test_train_refuses_another_runs_checkpoint_unless_told(tmp_path: Path, run_here) -> None:
+    """The refusal in a fresh process; the runs around it in this one (dpwise.cli.main)."""
     out = tmp_path / "out"
-    first = run_cli(*TRAIN, "--epochs", "1", "--checkpoint-every", "4", "--out", str(out))
+    first = run_here(*TRAIN, "--epochs", "1", "--checkpoint-every", "4", "--out", str(out))
     assert first.returncode == 0, first.stderr
     before = _files(out)
     assert "checkpoint.pt" in before
@@ -56,41 +57,47 @@ def test_train_refuses_another_runs_checkpoint_unless_told(tmp_path: Path) -> No
     _one_line_error(refused, str(out), "checkpoint.pt", "--resume", "--overwrite")
     assert _files(out) == before, "a refused run wrote into --out"
 
-    resumed = run_cli(*TRAIN, "--epochs", "2", "--resume", "--out", str(out))
+    resumed = run_here(*TRAIN, "--epochs", "2", "--resume", "--out", str(out))
     assert resumed.returncode == 0, resumed.stderr
-    overwritten = run_cli(*TRAIN, "--epochs", "1", "--overwrite", "--out", str(out))
+    overwritten = run_here(*TRAIN, "--epochs", "1", "--overwrite", "--out", str(out))
     assert overwritten.returncode == 0, overwritten.stderr
     assert sorted(_files(out)) == ["final.pt", "metrics.json"]  # no checkpoint of another run
     assert "--overwrite" in run_cli("train", "--help").stdout
-    both = run_cli(*TRAIN, "--resume", "--overwrite", "--out", str(out))
+    both = run_here(*TRAIN, "--resume", "--overwrite", "--out", str(out))
     _one_line_error(both, "--resume", "--overwrite")
 
 
 @pytest.mark.slow
-def test_one_run_at_a_time_per_out_and_the_lock_dies_with_its_holder(tmp_path: Path) -> None:
+def test_one_run_at_a_time_per_out_and_the_lock_dies_with_its_holder(
+    tmp_path: Path, run_here
+) -> None:
+    """The holder is a fresh process (killed with SIGKILL); the others run in this one."""
     out = tmp_path / "out"
     first = _start([*TRAIN, "--epochs", "100000", "--out", str(out)])
     try:
         lock = out / ".dpwise.lock"
         _wait_for(lock, first, lambda p: p.exists() and p.read_text().strip().isdigit())
         for second in (
-            run_cli(*TRAIN, "--epochs", "1", "--out", str(out)),
-            run_cli(*COMPARE, "--repeats", "1", "--strategies", "single", "--out", str(out)),
+            run_here(*TRAIN, "--epochs", "1", "--out", str(out)),
+            run_here(*COMPARE, "--repeats", "1", "--strategies", "single", "--out", str(out)),
         ):
             _one_line_error(second, f"--out {out}", f"pid {first.pid}")
         assert not (out / "final.pt").exists()
     finally:
         first.kill()  # SIGKILL: no clean-up runs; the kernel drops the lock
         first.wait(timeout=60)
-    third = run_cli(*TRAIN, "--epochs", "1", "--out", str(out))
+    third = run_here(*TRAIN, "--epochs", "1", "--out", str(out))
     assert third.returncode == 0, third.stderr
     assert sorted(_files(out)) == ["final.pt", "metrics.json"]
 
 
 @pytest.mark.slow
-def test_a_stopped_compare_rerun_leaves_the_old_report_with_its_own_runs(tmp_path: Path) -> None:
+def test_a_stopped_compare_rerun_leaves_the_old_report_with_its_own_runs(
+    tmp_path: Path, run_here
+) -> None:
+    """The stopped rerun is a fresh process (SIGTERM); the runs before and after run here."""
     out = tmp_path / "out"
-    first = run_cli(*COMPARE, "--repeats", "1", "--strategies", "single,dp", "--world-sizes", "1",
+    first = run_here(*COMPARE, "--repeats", "1", "--strategies", "single,dp", "--world-sizes", "1",
                     "--out", str(out))  # fmt: skip
     assert first.returncode in (0, 1), first.stderr
     before = _files(out)
@@ -106,7 +113,7 @@ def test_a_stopped_compare_rerun_leaves_the_old_report_with_its_own_runs(tmp_pat
     assert _files(out) == before, "the stopped rerun changed the old report or its runs"
     assert not (out / ".dpwise-partial").exists() and not (out / ".dpwise.lock").exists()
 
-    done = run_cli(*COMPARE, "--repeats", "1", "--strategies", "single", "--world-sizes", "1",
+    done = run_here(*COMPARE, "--repeats", "1", "--strategies", "single", "--world-sizes", "1",
                    "--out", str(out))  # fmt: skip
     assert done.returncode in (0, 1), done.stderr
     results = json.loads((out / "results.json").read_text())

@@ -157,8 +157,9 @@ def test_non_final_micro_steps_turn_fsdps_gradient_sync_off(monkeypatch):
         (["--nproc", "2", "--model", "userpkg:no_parameters"], "no trainable parameters"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
-    proc = run_cli("train", "--strategy", "fsdp", *args, "--out", str(tmp_path / "out"))
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path, run_here):
+    """Through the command in this process (a fresh process's one line: faults/test_bad_inputs)."""
+    proc = run_here("train", "--strategy", "fsdp", *args, "--out", str(tmp_path / "out"))
     assert proc.returncode == 2, proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "out").exists()

@@ -39,8 +39,9 @@ def test_two_processes_probe_every_op_and_write_the_same_json(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_terminal_table_and_fit(tmp_path):
-    proc = run_cli("probe-link", "--nproc", "2", "--device", "cpu", "--max-bytes", "4KiB")
+def test_the_terminal_table_and_fit(tmp_path, run_here):
+    """Through the command in this process; its two processes are launched from here."""
+    proc = run_here("probe-link", "--nproc", "2", "--device", "cpu", "--max-bytes", "4KiB")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("link probe: gloo between 2 processes (cpu)")

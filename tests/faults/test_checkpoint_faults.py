@@ -9,7 +9,7 @@ import time
 import pytest
 import torch
 
-from conftest import child_env, run_cli
+from conftest import child_env
 from dpwise.cli import main
 from helpers_train import train_here
 
@@ -83,7 +83,7 @@ def test_position_out_of_range(saved, capsys, position, expected):
 
 
 @pytest.mark.slow
-def test_changed_model_factory_is_refused_before_any_worker_starts(tmp_path):
+def test_changed_model_factory_is_refused_before_any_worker_starts(tmp_path, run_here, monkeypatch):
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     factory = pkg / "changing.py"
@@ -93,10 +93,13 @@ def test_changed_model_factory_is_refused_before_any_worker_starts(tmp_path):
     )
     args = ["train", "--quiet", "--model", "changing:build", "--data", "userpkg:tiny_data"]
     args += ["--batch-size", "8", "--out", str(tmp_path / "o")]
-    env = {"PYTHONPATH": f"{pkg}{os.pathsep}{child_env()['PYTHONPATH']}"}
-    assert run_cli(*args, "--checkpoint-every", "4", env=env).returncode == 0
+    monkeypatch.syspath_prepend(str(pkg))
+    # the edit below keeps the file's size, maybe its mtime's second too: no bytecode cached
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert run_here(*args, "--checkpoint-every", "4").returncode == 0
     factory.write_text(factory.read_text().replace("8", "6"))
-    proc = run_cli(*args, "--strategy", "ddp", "--nproc", "2", "--resume", env=env)
+    monkeypatch.delitem(sys.modules, "changing")  # the changed factory, as a new process sees it
+    proc = run_here(*args, "--strategy", "ddp", "--nproc", "2", "--resume")
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "shapes differ: 0.weight (8, 4) → (6, 4)" in proc.stderr

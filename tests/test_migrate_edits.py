@@ -230,7 +230,8 @@ def test_long_lines_the_migration_writes_are_wrapped():
     assert max(len(line) for line in user.splitlines()) <= 100
 
 
-def test_migrate_never_replaces_a_device_or_pipe_given_as_out(tmp_path):
+def test_migrate_never_replaces_a_device_or_pipe_given_as_out(tmp_path, run_here):
+    """The pipe through a fresh process; the other two refusals in this one (dpwise.cli.main)."""
     import os
 
     from conftest import run_cli
@@ -242,11 +243,11 @@ def test_migrate_never_replaces_a_device_or_pipe_given_as_out(tmp_path):
     done = run_cli("migrate", str(script), "-o", str(pipe))
     assert done.returncode == 2 and "not a regular file" in done.stderr
     assert pipe.is_fifo()
-    same = run_cli("migrate", str(script), "-o", str(script))
+    same = run_here("migrate", str(script), "-o", str(script))
     assert same.returncode == 2 and "the script itself" in same.stderr
     binary = tmp_path / "blob.py"
     binary.write_bytes(b"\xff\xfe\x00 not text")
-    done = run_cli("migrate", str(binary))
+    done = run_here("migrate", str(binary))
     assert done.returncode == 2 and "not UTF-8" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 

@@ -107,9 +107,10 @@ def _name(pid: int) -> str:
 
 def test_run_processes_fork_from_a_server_that_preloaded_torch():
     """Each run process would otherwise import torch and torch._dynamo itself (seconds each)."""
-    from dpwise.compare import forking
+    from dpwise.compare.settings import RUN_MODULE
+    from dpwise.dist import forking
 
-    ctx = forking.context()
+    ctx = forking.context(RUN_MODULE)
     assert ctx.get_start_method() == "forkserver"
     assert {"torch", "torch._dynamo"} <= set(forking.PRELOAD)
 
@@ -119,9 +120,9 @@ def test_the_fork_server_starts_before_the_command_imports_torch():
     import sys
 
     code = (
-        "import sys, dpwise.cli, dpwise.commands.compare, dpwise.compare.forking as f; "
+        "import sys, dpwise.cli, dpwise.commands.compare, dpwise.dist.forking as f; "
         "assert 'torch' not in sys.modules, 'torch imported too early'; "
-        "f.start_early(); print('ok')"
+        "f.ensure_running(); print('ok')"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "ok", done.stderr

@@ -21,16 +21,20 @@ RESUMED = re.compile(r"^restart 1: resuming from step (\d+) of checkpoint\.pt$",
 
 
 def _workers(launcher: int) -> list[int]:
-    """The launcher's worker processes (its children, but multiprocessing's resource tracker)."""
-    found = []
+    """The launcher's worker processes: the children of its fork server (dpwise.dist.forking;
+    they carry the server's command line), or its own children where it spawns them; never the
+    server itself or multiprocessing's resource tracker."""
+    parents, commands = {}, {}
     for proc in Path("/proc").iterdir():
         try:
-            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            if parent == launcher and b"resource_tracker" not in (proc / "cmdline").read_bytes():
-                found.append(int(proc.name))
+            parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            commands[int(proc.name)] = (proc / "cmdline").read_bytes()
         except (OSError, ValueError, IndexError):
             continue
-    return found
+    children = {pid for pid, parent in parents.items() if parent == launcher}
+    servers = {pid for pid in children if b"forkserver" in commands.get(pid, b"")}
+    spawned = {pid for pid in children - servers if b"resource_tracker" not in commands[pid]}
+    return sorted(spawned | {pid for pid, parent in parents.items() if parent in servers})
 
 
 def _checkpoint_id(path: Path) -> tuple[int, int] | None:
@@ -78,6 +82,7 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ddp_reference")  # the worker that ran it for test_equivalence
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds workers through /proc")
 def test_a_killed_worker_is_restarted_and_the_run_resumes_to_the_same_parameters(
     tmp_path, ddp_reference

@@ -7,7 +7,7 @@ import sys
 from collections import UserString
 
 from dpwise.commands.common import add_workload_args
-from dpwise.compare.settings import CompareConfig
+from dpwise.compare.settings import RUN_MODULE, CompareConfig
 from dpwise.infra.settings import add_settings, from_args
 
 HELP = "run single, dp and ddp side by side and check the guide's claims"
@@ -83,9 +83,9 @@ def compare_config(args: argparse.Namespace) -> CompareConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpwise.compare.forking import start_early, stop_now
+    from dpwise.dist.forking import ensure_running, stop_now
 
-    start_early()  # the run processes' imports overlap the ones below
+    ensure_running(RUN_MODULE)  # the run processes' imports overlap the ones below
     try:
         from dpwise.compare.session import run_compare
 

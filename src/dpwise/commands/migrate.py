@@ -6,8 +6,9 @@ import argparse
 import difflib
 import sys
 
+from dpwise.dist import forking
 from dpwise.infra.settings import add_settings, from_args
-from dpwise.migrate.settings import MigrateConfig
+from dpwise.migrate.settings import HARNESS, MigrateConfig
 
 HELP = "rewrite a DataParallel / single-process training script into a DDP script for torchrun"
 DESCRIPTION = (
@@ -36,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.verify:
+        forking.ensure_running(HARNESS)  # the runs' imports overlap the migration
     from dpwise.migrate import MigrationRefused
     from dpwise.migrate.session import migrate_script
     from dpwise.migrate.text import render_edits, render_refusal, render_verdict

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
+from dpwise.dist import forking
+from dpwise.dist.env import DistEnv
 from dpwise.infra.settings import add_settings, from_args
-from dpwise.link.settings import LAUNCH, ProbeLinkConfig
+from dpwise.link.settings import LAUNCH, WORKER_MODULE, ProbeLinkConfig
 
 HELP = "measure the link between processes: collective time, algbw and busbw by message size"
 DESCRIPTION = (
@@ -40,6 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not DistEnv.from_environ().under_launcher:
+        forking.ensure_running(WORKER_MODULE)  # the workers' imports overlap the ones below
     from dpwise.link.session import probe
     from dpwise.link.text import link_lines
 

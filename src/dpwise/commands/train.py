@@ -6,10 +6,12 @@ import argparse
 
 from dpwise import strategies
 from dpwise.commands.common import add_workload_args
+from dpwise.dist import forking
+from dpwise.dist.env import DistEnv
 from dpwise.dist.settings import PROCESSES
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import add_settings, from_args
-from dpwise.train.config import TrainConfig
+from dpwise.train.config import WORKER_MODULE, TrainConfig
 
 HELP = f"train one workload with one strategy ({', '.join(strategies.names())})"
 DESCRIPTION = "Train one workload with one data-parallel strategy, launched correctly."
@@ -71,6 +73,8 @@ def train_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    if strategies.multiprocess(args.strategy) and not DistEnv.from_environ().under_launcher:
+        forking.ensure_running(WORKER_MODULE)  # the workers' imports overlap the ones below
     from dpwise.train.session import run_train
 
     run_train(train_config(args))

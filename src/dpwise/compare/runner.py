@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from dpwise.compare.forking import context
 from dpwise.compare.matrix import RunSpec
-from dpwise.compare.settings import CompareConfig
+from dpwise.compare.settings import RUN_MODULE, CompareConfig
 from dpwise.compare.turns import RunFailed, TurnHost, raise_failure
 from dpwise.compare.worker import run_process
+from dpwise.dist.forking import context
 from dpwise.infra.interrupts import check as check_interrupted
 from dpwise.infra.interrupts import terminate_raises
 from dpwise.results.records import Run
@@ -43,7 +43,7 @@ class RunProcesses:
     """One process per run, started together; stopped (terminated, then killed) on exit."""
 
     def __init__(self, specs: list[RunSpec], cfg: CompareConfig, host: TurnHost) -> None:
-        ctx = context()  # forked from a server that has imported torch
+        ctx = context(RUN_MODULE)  # forked from a server that has imported torch
         self.host, self.specs = host, specs
         self.procs = {
             s.id: ctx.Process(

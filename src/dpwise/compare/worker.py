@@ -62,7 +62,7 @@ def run_process(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
     launcher."""
     client = TurnClient(address, spec.id)
     try:
-        release()  # held since the fork server started (dpwise.compare.forking)
+        release()  # held since the fork server started (dpwise.dist.forking)
         if spec.launched:
             launch(_plan(spec, cfg, DistEnv()).launch_settings, rank_entry, spec, cfg, address)
         else:

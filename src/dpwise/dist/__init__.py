@@ -1,5 +1,6 @@
 """Owns: the distributed environment and the launch: torchrun's variables (env), the launch settings
-and default timeout, the elastic launch, node addressing, the watch on the workers.
+and default timeout, the elastic launch, the fork server its processes come from, node addressing,
+the watch on the workers.
 May import: infra, errors
-Imported by: advise, cli, commands, compare, link, strategies, train
+Imported by: advise, cli, commands, compare, link, migrate, strategies, train
 """

@@ -9,13 +9,13 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 from dpwise.infra import interrupts
-from dpwise.dist import netaddr, peers
+from dpwise.dist import forking, netaddr, peers
 from dpwise.dist.settings import LaunchSettings
 from dpwise.errors import DpwiseError
 
@@ -84,16 +84,23 @@ def launch_config(cfg: LaunchSettings, net: netaddr.NodeNetwork | None = None) -
         rdzv_configs=rdzv_configs,
         max_restarts=cfg.max_restarts,
         monitor_interval=0.1,
-        start_method="spawn",
+        start_method=forking.start_method(),
         # the address the workers are told to meet at (MASTER_ADDR): the host name's otherwise
         local_addr=net.address if net is not None else None,
     )
 
 
 def launch(
-    cfg: LaunchSettings, entrypoint: Any, *args: Any, net: netaddr.NodeNetwork | None = None
+    cfg: LaunchSettings,
+    entrypoint: Any,
+    *args: Any,
+    net: netaddr.NodeNetwork | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> dict[int, Any]:
     """Run ``entrypoint(*args)`` in every worker; return {global rank: return value}.
+
+    The workers start from a fork server that has imported torch (dpwise.dist.forking), with
+    this process's environment at launch time and ``env`` on top.
 
     The launch has a folder of its own, removed at the end whatever happens: the agent's logs
     and error files, torch's ``pytorch-errorfile-*`` files, the workers' pid files (for the
@@ -106,6 +113,7 @@ def launch(
 
     interrupts.check()
     _quiet_launcher()
+    forking.ensure_running()  # before the launch folder: its socket outlives the folder
     timeout = cfg.timeout
     fresh_store = "1" if cfg.max_restarts > 0 else os.environ.get(_FRESH_STORE_PER_ATTEMPT)
     net = net if net is not None else node_network(cfg)  # the caller may have found it
@@ -123,7 +131,8 @@ def launch(
         config = launch_config(cfg, net)  # inside the folder: the agent's log_dir is made here
         config.shutdown_timeout = SHUTDOWN_GRACE_S
         try:
-            return elastic_launch(config, entrypoint)(*args)
+            # a worker forked from the server takes this environment, as a spawned one would
+            return elastic_launch(config, forking.AsParent(entrypoint, env))(*args)
         except SignalException as exc:
             raise interrupts.Interrupted(exc.sigval) from None
         except ChildFailedError as exc:

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dpwise.dist import forking
 from dpwise.infra.atomic import atomic_write_text
 
 LAUNCH_DIR_ENV = "DPWISE_LAUNCH_DIR"  # the launch's own folder, inherited by its workers
@@ -44,13 +45,16 @@ def registered(folder: Path) -> dict[int, int]:
 
 
 def child_state(pid: int) -> str | None:
-    """The process state letter of ``pid`` if it is alive and this process's child, else None."""
+    """The process state letter of ``pid`` if it is alive and this process's child (or its fork
+    server's: a worker forked for it), else None."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rpartition(")")[2].split()  # the name may hold spaces
     except OSError:
         return None
-    if len(fields) < 2 or int(fields[1]) != os.getpid() or fields[0] in ("Z", "X"):
+    if len(fields) < 2 or fields[0] in ("Z", "X"):
+        return None
+    if int(fields[1]) not in (os.getpid(), forking.server_pid()):
         return None
     return fields[0]
 

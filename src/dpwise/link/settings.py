@@ -26,6 +26,8 @@ _UNITS = {
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 # the settings the probe shares with `dpwise train`: how its processes are launched
 LAUNCH = (*PROCESSES, "timeout")
+# What the fork server imports before it forks the launched workers (dpwise.dist.forking).
+WORKER_MODULE = "dpwise.link.worker"
 MIN_PROBE_BYTES = 64  # three sizes at least: 8, 32 and 64 B
 MAX_PROBE_BYTES = 16 * 2**30  # a larger message is a typo more often than a plan
 

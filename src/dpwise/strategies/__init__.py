@@ -28,6 +28,7 @@ __all__ = [
     "Traits",
     "compared_by_default",
     "make_strategy",
+    "multiprocess",
     "names",
     "reference",
     "register",
@@ -39,23 +40,39 @@ __all__ = [
 
 _REGISTRY: dict[str, str | type] = {}  # name -> "module:Class", or the class itself
 _NAMED_ONLY: set[str] = set()  # compared only when --strategies names them
+_MULTIPROCESS: set[str] = set()  # their traits say multiprocess (checked when the class loads)
 
 
-def register(name: str, target: str | type, *, compared_by_default: bool = True) -> None:
+def register(
+    name: str, target: str | type, *, compared_by_default: bool = True, multiprocess: bool = False
+) -> None:
     """Make ``name`` a strategy: ``target`` is its class or "package.module:Class".
 
-    ``compared_by_default``: whether `dpwise compare` runs it when --strategies is not given
-    (known without importing the class: compare's settings are built before torch loads)."""
+    Known without importing the class (the commands read them before torch loads):
+    ``compared_by_default``, whether `dpwise compare` runs it when --strategies is not given;
+    ``multiprocess``, its traits' (a command starts its fork server early for it; a class given
+    itself says it)."""
     if name in _REGISTRY:
         raise ValueError(f"strategy {name!r} is already registered")
     _REGISTRY[name] = target
     if not compared_by_default:
         _NAMED_ONLY.add(name)
+    if multiprocess or (isinstance(target, type) and target.traits.multiprocess):
+        _MULTIPROCESS.add(name)
 
 
 def unregister(name: str) -> None:
     del _REGISTRY[name]
     _NAMED_ONLY.discard(name)
+    _MULTIPROCESS.discard(name)
+
+
+def multiprocess(name: str) -> bool:
+    """Whether ``name``'s runs have several processes (its traits' ``multiprocess``), known
+    without importing its class: torch is not loaded for it."""
+    if name not in _REGISTRY:
+        raise DpwiseError(f"--strategy {name!r} is not one of {', '.join(names())}")
+    return name in _MULTIPROCESS
 
 
 def names() -> tuple[str, ...]:
@@ -73,6 +90,11 @@ def strategy_class(name: str) -> type:
     declared = target.traits.name
     if declared != name:
         raise ValueError(f"strategy {name!r} is registered with a class that declares {declared!r}")
+    if target.traits.multiprocess != (name in _MULTIPROCESS):
+        raise ValueError(
+            f"strategy {name!r} is registered with multiprocess={name in _MULTIPROCESS}, but its "
+            f"class's traits say {target.traits.multiprocess}"
+        )
     return target
 
 
@@ -103,7 +125,9 @@ def make_strategy(spec: StrategySpec, env: DistEnv) -> Strategy:
 
 register("single", "dpwise.strategies.single:SingleStrategy")
 register("dp", "dpwise.strategies.dp:DataParallelStrategy")
-register("ddp", "dpwise.strategies.ddp:DDPStrategy")
+register("ddp", "dpwise.strategies.ddp:DDPStrategy", multiprocess=True)
 # fsdp's runs alone took 51 s of the default comparison's 90 s budget on a 2-core CPU (the
 # SimpleModel's two small units pay FSDP's per-unit collectives every step): run when named
-register("fsdp", "dpwise.strategies.fsdp:FSDPStrategy", compared_by_default=False)
+register(
+    "fsdp", "dpwise.strategies.fsdp:FSDPStrategy", compared_by_default=False, multiprocess=True
+)

@@ -17,6 +17,9 @@ OPTIMIZERS = ("sgd", "adamw")
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "gloo", "nccl")
 # Settings that only some strategies take (each strategy's traits.options says which)
+# What the fork server imports before it forks the launched workers (dpwise.dist.forking).
+WORKER_MODULE = "dpwise.train.worker"
+
 STRATEGY_OPTIONS = ("find_unused_parameters", "static_graph")
 
 

@@ -1,0 +1,135 @@
+"""How dpwise starts the processes it runs: forked from one server that has imported torch.
+
+Every process dpwise starts (a launched worker of ddp, fsdp or probe-link, a compare run, a
+`migrate --verify` run) needs torch, and torch._dynamo, which the first optimizer a process
+builds imports: about three seconds of a core each on a small machine, paid once per process
+with spawn. A fork server imports them once, runs nothing (no threads, no CUDA), and forks each
+process from there: as clean as spawn, without paying the imports again. A command that will
+start processes starts the server first thing, so that its imports overlap the command's own.
+Spawn where there is no fork server (Windows).
+
+A forked process gets the parent's sys.path, argv and working folder from multiprocessing (as
+spawn does), but its environment is the server's, as it was when the server started. A
+launched worker therefore takes the parent's environment at launch time (``AsParent``), keeping
+only what the launcher set for it since the fork (its rank, its store, its error file …).
+
+Torch-free: imported before torch is, and by the server first of all.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import multiprocessing
+import multiprocessing.context
+import os
+import signal
+from collections.abc import Callable, Mapping
+from typing import Any
+
+# The environment this module was imported with: in the fork server, the server's own (this
+# module is its first import), which every process it forks starts from.
+BASELINE = dict(os.environ)
+_IMPORTED_IN = os.getpid()
+_STOP_AT_EXIT: list[Any] = []  # the exit hook, once registered
+# What the server imports before it forks anything; a command adds its own worker module.
+PRELOAD = ["dpwise.dist.forking", "torch", "torch._dynamo"]
+
+
+def start_method() -> str:
+    """"forkserver" where the platform has one, else "spawn"."""
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def context(*modules: str) -> multiprocessing.context.BaseContext:
+    """multiprocessing's context for dpwise's processes; ``modules`` join the server's imports
+    when it has not started yet."""
+    if start_method() == "spawn":
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD + [m for m in modules if m not in PRELOAD])
+    return ctx
+
+
+def ensure_running(*modules: str) -> None:
+    """Start the fork server now if it is not running (its imports go on in the background); a
+    no-op where there is none. Its SIGINT and SIGTERM are held, and so are those of every process
+    it forks, until the process is ready (``interrupts.release``): a Ctrl-C during the imports
+    waits instead of printing a traceback from the middle of one. It is stopped when this process
+    exits (it would otherwise finish its imports first, outliving a command that failed early)."""
+    if context(*modules).get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    from dpwise.infra.interrupts import children_held
+
+    with children_held():
+        forkserver.ensure_running()
+    if not _STOP_AT_EXIT:
+        _STOP_AT_EXIT.append(atexit.register(stop_now))
+
+
+def stop_now() -> None:
+    """Kill the fork server (an interrupted command does not wait for its imports to end).
+
+    It would stop by itself once its imports are done and it sees this process gone; its SIGINT
+    is held meanwhile, so it is killed. A no-op where there is none.
+    """
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if not pid:
+        return
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):  # reaps it and forgets it: a later start is a fresh one
+        server._stop()  # type: ignore[union-attr]
+
+
+def server_pid() -> int | None:
+    """The fork server's process id while this process has one running, else None: the parent
+    of every worker this process forks through it."""
+    from multiprocessing import forkserver
+
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+
+
+class AsParent:
+    """``fn``, run with the environment the parent had when it made this object, and ``extra``
+    variables on top (what this launch alone gives its workers).
+
+    Picklable: multiprocessing sends it to the started process, which calls it.
+    """
+
+    def __init__(self, fn: Callable[..., Any], extra: Mapping[str, str] | None = None) -> None:
+        self.fn = fn
+        # torch's launcher names the entry point after the function
+        self.__name__ = getattr(fn, "__name__", "worker")
+        self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
+        self.__module__ = getattr(fn, "__module__", __name__)
+        self.environ = dict(os.environ)
+        self.extra = dict(extra or {})
+
+    def __call__(self, *args: Any) -> Any:
+        adopt(self.environ)
+        os.environ.update(self.extra)
+        return self.fn(*args)
+
+
+def adopt(environ: dict[str, str]) -> None:
+    """This process's environment becomes ``environ``, plus what was set in it since it was
+    forked from the server (the launcher's variables for this worker).
+
+    Where this module was first imported here rather than in the server (a server dpwise did not
+    start), nothing tells the server's variables from the launcher's: the process keeps its own
+    and only gains the parent's that it lacks.
+    """
+    if _IMPORTED_IN == os.getpid():
+        for key, value in environ.items():
+            os.environ.setdefault(key, value)
+        return
+    own = {k: v for k, v in os.environ.items() if BASELINE.get(k) != v}
+    os.environ.clear()
+    os.environ.update(environ)
+    os.environ.update(own)

@@ -1,0 +1,98 @@
+"""The fork server every process dpwise starts comes from: a forked worker gets the parent's
+environment at launch time (as a spawned one would) plus what its launcher set, and every command
+that starts processes starts the server before it imports torch (so the imports overlap)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import child_env
+from dpwise.dist import forking
+
+
+def _report(queue, *keys: str) -> None:
+    queue.put([os.environ.get(key) for key in keys])
+
+
+def test_a_forked_worker_sees_the_parent_environment_at_launch_not_at_server_start(monkeypatch):
+    ctx = forking.context()
+    forking.ensure_running()
+    monkeypatch.setenv("DPWISE_TEST_LATE", "set after the server started")
+    queue = ctx.SimpleQueue()
+    entry = forking.AsParent(_report, {"DPWISE_TEST_EXTRA": "extra"})
+    child = ctx.Process(target=entry, args=(queue, "DPWISE_TEST_LATE", "DPWISE_TEST_EXTRA"))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    assert queue.get() == ["set after the server started", "extra"]
+
+
+def test_adopt_keeps_what_the_launcher_set_since_the_fork(monkeypatch):
+    """Here the server's environment (BASELINE) had A=server and no RANK; the launcher set RANK
+    after the fork; the parent has A=parent and B. The worker ends with the parent's plus RANK."""
+    monkeypatch.setattr(forking, "BASELINE", {"A": "server"})
+    monkeypatch.setattr(forking, "_IMPORTED_IN", -1)  # imported in the server, not here
+    monkeypatch.setattr(os, "environ", {"A": "server", "RANK": "3"})
+    forking.adopt({"A": "parent", "B": "b"})
+    assert os.environ == {"A": "parent", "B": "b", "RANK": "3"}
+
+
+def test_where_the_server_did_not_import_it_adopt_only_adds(monkeypatch):
+    monkeypatch.setattr(forking, "_IMPORTED_IN", os.getpid())
+    monkeypatch.setattr(os, "environ", {"RANK": "3", "A": "own"})
+    forking.adopt({"A": "parent", "B": "b"})
+    assert os.environ == {"RANK": "3", "A": "own", "B": "b"}
+
+
+# Each command that starts processes, stopped where it starts the fork server: torch must not be
+# imported yet (its workers' imports would wait for the command's own instead of overlapping).
+COMMANDS = {
+    "train": ["train", "--strategy", "ddp", "--nproc", "2"],
+    "compare": ["compare"],
+    "migrate": ["migrate", "SCRIPT", "--verify"],
+    "probe-link": ["probe-link"],
+}
+STOP_AT_SERVER = """
+import sys
+from dpwise.dist import forking
+def stop(*modules):
+    print("torch" in sys.modules, *modules)
+    raise SystemExit(0)
+forking.ensure_running = stop
+from dpwise.cli import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_the_command_starts_the_fork_server_before_it_imports_torch(command, tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n")
+    args = [str(script) if a == "SCRIPT" else a for a in COMMANDS[command]]
+    done = subprocess.run(
+        [sys.executable, "-c", STOP_AT_SERVER, *args],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    imported, *modules = done.stdout.split()
+    assert imported == "False", f"{command} imported torch before it started the fork server"
+    assert modules and modules[0].startswith("dpwise."), "it preloads its workers' module"
+
+
+def test_a_single_process_train_starts_no_fork_server():
+    done = subprocess.run(
+        [sys.executable, "-c", STOP_AT_SERVER, "train", "--epochs", "1", "--max-steps", "1"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "False" not in done.stdout and "True" not in done.stdout

@@ -175,14 +175,17 @@ def test_a_rank_that_ends_early_leaves_its_reason_in_a_file(tmp_path):
 
 @pytest.mark.slow
 def test_a_run_that_hangs_is_stopped_at_the_timeout_with_its_workers(tmp_path):
-    import subprocess
+    import os
+    from multiprocessing import forkserver, resource_tracker
 
+    from conftest import descendants
     from dpwise.errors import DpwiseError
     from dpwise.migrate.verify import verify
 
     script = tmp_path / "hangs.py"
     script.write_text("import time\ntime.sleep(3600)  # a worker that never reaches a step\n")
+    before = descendants(os.getpid())
     with pytest.raises(DpwiseError, match="did not end within 10 s"):
         verify(script, script.read_text(), steps=1, timeout=10)
-    left = subprocess.run(["pgrep", "-f", str(script)], capture_output=True, text=True)
-    assert left.stdout.strip() == "", "workers left running"
+    servers = {forkserver._forkserver._forkserver_pid, resource_tracker._resource_tracker._pid}
+    assert descendants(os.getpid()) - before - servers == set(), "workers left running"

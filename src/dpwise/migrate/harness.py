@@ -1,5 +1,6 @@
-"""Runs a training script, unedited, for `dpwise migrate --verify`: `python -m
-dpwise.migrate.harness SCRIPT [ARGS]`, one process or under torchrun.
+"""Runs a training script, unedited, for `dpwise migrate --verify`: in each worker of a verify
+launch (``worker``: dpwise's launcher, torch's elastic agent, as torchrun runs it), or by hand as
+`python -m dpwise.migrate.harness SCRIPT [ARGS]`, alone or under torchrun.
 
 What it fixes, from the environment (the script is never changed):
 - DPWISE_VERIFY_SEED: `torch.manual_seed` before the script runs;
@@ -17,6 +18,7 @@ What it fixes, from the environment (the script is never changed):
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import os
 import runpy
@@ -26,6 +28,8 @@ import torch
 
 MARK = "dpwise-verify:"  # starts the line that says why a run ended too early
 ENDED = "verify-ended-rank"  # + the rank: the file that says it, beside DPWISE_VERIFY_OUT
+LOG = "verify-rank"  # + the rank + ".log": a launched worker's output, beside DPWISE_VERIFY_OUT
+LIMIT_MARK = "Timeout ("  # how faulthandler's dump at the time limit begins
 
 
 class _Done(BaseException):
@@ -207,6 +211,35 @@ def _short(taken: int, steps: int) -> str:
         f"it ended after {taken} of {steps} optimizer steps: give it more data or epochs "
         f"through --script-args, or lower --verify-steps to {taken}"
     )
+
+
+def worker(argv: list[str], limit: float) -> None:
+    """What each worker of a verify launch runs (the launcher's entry point)."""
+    from dpwise.dist.launch import run_guarded
+
+    run_guarded(_launched, argv, limit)
+
+
+def _launched(argv: list[str], limit: float) -> None:
+    """The script, as a torchrun worker would run it, with its output in its own log: in the
+    folder of DPWISE_VERIFY_OUT (what it writes stays there), with the threads torchrun gives
+    (OMP_NUM_THREADS; torch was imported before it was set), and ended with its stacks in the log
+    when ``limit`` seconds have passed (a script that loops or waits forever)."""
+    folder = os.path.dirname(os.environ["DPWISE_VERIFY_OUT"])
+    log = open(os.path.join(folder, f"{LOG}{os.environ.get('RANK', '0')}.log"), "w")  # noqa: SIM115
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    os.chdir(folder)
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        torch.set_num_threads(int(threads))
+    faulthandler.dump_traceback_later(limit, exit=True, file=log)
+    try:
+        main(argv)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@ from pathlib import Path
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import setting, validate
 
+# What the fork server imports before it forks --verify's runs (dpwise.dist.forking).
+HARNESS = "dpwise.migrate.harness"
+
 VERIFY_HELP = (
     "train the original and the migrated script for --verify-steps optimizer steps under torchrun "
     "(2 processes, gloo, CPU, fixed seed and data order) and compare the final parameters (equal "

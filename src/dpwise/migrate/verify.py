@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from dpwise.diagnosis.layers import Layer
+from dpwise.dist.launch import PeerStopped, WorkerFailed, launch
+from dpwise.dist.settings import LaunchSettings
 from dpwise.errors import DpwiseError
-from dpwise.migrate.harness import ENDED, MARK
+from dpwise.migrate.harness import ENDED, LIMIT_MARK, LOG, MARK, worker
 
 TOLERANCE = 1e-5
 
@@ -49,56 +48,49 @@ def _layers(causes: dict, key: str) -> tuple[Layer, ...]:  # type: ignore[type-a
 def _launch(
     script: Path, args: list[str], home: Path, out: Path, steps: int, nproc: int, timeout: float
 ) -> None:
-    """One torchrun launch of `script`, run in the folder of `out` (so that what the script
-    writes stays out of the user's folder), importing its siblings from `home`."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env.update(
-        CUDA_VISIBLE_DEVICES="",  # the CPU and gloo, whatever GPUs this machine has
-        DPWISE_VERIFY_AS=str(home / script.name),
-        DPWISE_VERIFY_STEPS=str(steps),
-        DPWISE_VERIFY_OUT=str(out),
-        DPWISE_VERIFY_PATH=str(home),
-        PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")]),
-    )
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={nproc}",
-        "-m",
-        "dpwise.migrate.harness",
-        str(script),
-        *args,
-    ]
-    launcher = subprocess.Popen(
-        command,
-        env=env,
-        cwd=out.parent,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    """One launch of `script` on ``nproc`` workers through dpwise's launcher (torch's elastic
+    agent, as torchrun runs it), in the folder of `out` (so that what the script writes stays
+    out of the user's folder), importing its siblings from `home`."""
+    env = {
+        "CUDA_VISIBLE_DEVICES": "",  # the CPU and gloo, whatever GPUs this machine has
+        "DPWISE_VERIFY_AS": str(home / script.name),
+        "DPWISE_VERIFY_STEPS": str(steps),
+        "DPWISE_VERIFY_OUT": str(out),
+        "DPWISE_VERIFY_PATH": str(home),
+    }
+    if nproc > 1 and "OMP_NUM_THREADS" not in os.environ:
+        env["OMP_NUM_THREADS"] = "1"  # what torchrun gives each of several workers
+    settings = LaunchSettings(nproc_per_node=nproc, timeout=timeout)
     try:
-        _, stderr = launcher.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        # SIGTERM lets torchrun stop its workers (a SIGKILL would leave them running)
-        launcher.terminate()
-        try:
-            launcher.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            launcher.kill()
-            launcher.communicate()
-        raise _Failed(
-            f"did not end within {timeout:.0f} s under torchrun: a worker stopped, hung or "
-            "waits for input; run it by hand to see why"
-        ) from None
-    if launcher.returncode != 0 or not out.exists():
-        ended = sorted(out.parent.glob(f"{ENDED}*"))
-        if ended:
-            why = ended[0].read_text(encoding="utf-8")
-            raise _Failed(f"did not reach {steps} steps under torchrun: {why}")
-        raise _Failed(_cause(stderr, steps))
+        launch(settings, worker, [str(script), *args], timeout, env=env)
+    except PeerStopped:
+        raise _Failed(_late(timeout)) from None
+    except WorkerFailed as failed:
+        raise _Failed(_why(out.parent, steps, timeout, failed)) from None
+    if not out.exists():
+        raise _Failed(_why(out.parent, steps, timeout, None))
+
+
+def _late(timeout: float) -> str:
+    return (
+        f"did not end within {timeout:.0f} s under torchrun: a worker stopped, hung or waits for "
+        "input; run it by hand to see why"
+    )
+
+
+def _why(folder: Path, steps: int, timeout: float, failed: WorkerFailed | None) -> str:
+    """Why a launch ended without its parameters: what the harness wrote when the script ended
+    too early, the time limit, else the error the first failed worker raised (its traceback, as
+    the launcher recorded it), else the last lines the workers printed."""
+    ended = sorted(folder.glob(f"{ENDED}*"))
+    if ended:
+        return f"did not reach {steps} steps under torchrun: {ended[0].read_text(encoding='utf-8')}"
+    logs = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(folder.glob(f"{LOG}*"))]
+    if any(LIMIT_MARK in text for text in logs):
+        return _late(timeout)
+    if failed is not None and failed.details:
+        return _cause(failed.details, steps)
+    return _cause("\n".join(logs) + (f"\n{failed}" if failed else ""), steps)
 
 
 class _Failed(Exception):
@@ -142,20 +134,14 @@ def verify(
         for name in scripts:
             (folder / name).mkdir()
 
-        def run(name: str) -> None:
-            out = folder / name / "verify-params.pt"
-            _launch(scripts[name], list(args or []), home, out, steps, procs[name], timeout)
-
-        with ThreadPoolExecutor(max_workers=2) as pool:  # the two launches side by side
-            launched = {name: pool.submit(run, name) for name in scripts}
         runs = {}
-        for name, future in launched.items():
-            failed = future.exception()
-            if isinstance(failed, _Failed):
-                raise DpwiseError(f"--verify: the {name} {original.name} {failed}")
-            if failed is not None:
-                raise failed
-            runs[name] = torch.load(folder / name / "verify-params.pt", weights_only=True)
+        for name in scripts:  # one after the other: each launch forks from the same server
+            out = folder / name / "verify-params.pt"
+            try:
+                _launch(scripts[name], list(args or []), home, out, steps, procs[name], timeout)
+            except _Failed as failed:
+                raise DpwiseError(f"--verify: the {name} {original.name} {failed}") from None
+            runs[name] = torch.load(out, weights_only=True)
     if runs["migrated"].get("world_size", nproc) != nproc or not runs["migrated"].get(
         "ddp_models", 1
     ):

@@ -6,7 +6,8 @@ import pytest
 
 from conftest import run_cli
 
-pytestmark = pytest.mark.slow
+# one worker runs the module: its compare (a module fixture) runs once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compare_e2e")]
 CHECKS = ["convergence", "memory", "speed", "communication", "scalability"]
 
 

@@ -52,10 +52,11 @@ docs-check: $(STAMP)
 	    echo "docs: strict build passed"; \
 	  else cat "$$tmp/log"; exit 1; fi
 
-# The suite runs on PYTEST_WORKERS processes (pytest-xdist); a module whose tests share one
-# expensive fixture is one xdist_group, run by one worker. It prints the ten slowest tests.
+# The suite runs on PYTEST_WORKERS processes (pytest-xdist), a test file on one of them: a
+# module's fixture is made once, and the network-namespace tests (each sweeps away the pairs it
+# finds) never meet. It prints the ten slowest tests.
 test: lint docs-check
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=10
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=10
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests bench docs/gen_rule_pages.py

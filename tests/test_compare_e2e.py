@@ -6,8 +6,7 @@ import pytest
 
 from conftest import run_cli
 
-# one worker runs the module: its compare (a module fixture) runs once
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("compare_e2e")]
+pytestmark = pytest.mark.slow
 CHECKS = ["convergence", "memory", "speed", "communication", "scalability"]
 
 

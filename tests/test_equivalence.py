@@ -10,8 +10,7 @@ import pytest
 from conftest import load_state, max_abs_diff, run_cli, run_module
 from dpwise.cli import main
 
-# with the other users of conftest.ddp_reference on one worker: that run happens once
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ddp_reference")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,6 @@ REASON = netlab.unavailable_reason()
 needs_netns = pytest.mark.skipif(
     REASON is not None and os.environ.get("CI") != "true", reason=f"no namespaces: {REASON}"
 )
-# one worker makes the namespaces: sweep() removes every pair of this harness it finds
-pytestmark = pytest.mark.xdist_group("netns")
 PORT = 29400  # inside a fresh namespace every port is free
 RUN_LIMIT_S = 180
 

@@ -18,8 +18,6 @@ import pytest
 from dpwise.report.files import write_reports
 from dpwise.results.document import Results
 
-# one worker runs the module: one browser, one rendered page (a module fixture)
-pytestmark = pytest.mark.xdist_group("report_browser")
 SAMPLE = Path(__file__).parent / "fixtures" / "results_sample.json"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")

@@ -20,8 +20,6 @@ from dpwise.report.plots import memory_title, write_plots
 from dpwise.results.document import Results
 from dpwise.results.records import Memory, Run
 
-# one worker runs the module: the sample is rendered once (a module fixture)
-pytestmark = pytest.mark.xdist_group("report_render")
 SAMPLE = Path(__file__).parent / "fixtures" / "results_sample.json"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ALL_PLOTS = {"throughput", "memory", "loss", "communication"}

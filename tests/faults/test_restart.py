@@ -82,7 +82,6 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ddp_reference")  # the worker that ran it for test_equivalence
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds workers through /proc")
 def test_a_killed_worker_is_restarted_and_the_run_resumes_to_the_same_parameters(
     tmp_path, ddp_reference

@@ -73,11 +73,23 @@ DDP_REFERENCE = ["train", "--strategy", "ddp", "--nproc", "2", "--epochs", "2"]
 def ddp_reference(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     """One `dpwise DDP_REFERENCE` run in a fresh process, shared by the tests that compare with
     it (the equivalence contract, the restarted runs): its folder and its process. Read it,
-    never write into it."""
-    out = tmp_path_factory.mktemp("ddp-reference") / "ddp"
-    proc = run_cli(*DDP_REFERENCE, "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
-    return out, proc
+    never write into it. Made once for the whole session, also when the suite runs on several
+    processes (pytest-xdist: the first to need it makes it under a lock, the others read it)."""
+    import fcntl
+    import json
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # every worker's base folder is in it
+    out, record = shared / "ddp-reference" / "ddp", shared / "ddp-reference.json"
+    with open(shared / "ddp-reference.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.exists():
+            proc = run_cli(*DDP_REFERENCE, "--out", str(out))
+            assert proc.returncode == 0, proc.stderr
+            record.write_text(json.dumps([proc.args, proc.returncode, proc.stdout, proc.stderr]))
+    args, code, stdout, stderr = json.loads(record.read_text())
+    return out, subprocess.CompletedProcess(args, code, stdout, stderr)
 
 
 def free_port() -> int:
@@ -99,6 +111,16 @@ def max_abs_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> floa
 def userpkg(monkeypatch):
     monkeypatch.syspath_prepend(str(FIXTURES))
     return FIXTURES
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files with the most slow tests first (the order is otherwise kept): on several
+    processes (make test) each file runs on one, and a long file started last would keep the
+    others waiting at the end."""
+    slow: dict[Path, int] = {}
+    for item in items:
+        slow[item.path] = slow.get(item.path, 0) + bool(item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.path])
 
 
 @pytest.fixture(autouse=True)

@@ -54,9 +54,15 @@ docs-check: $(STAMP)
 
 # The suite runs on PYTEST_WORKERS processes (pytest-xdist), a test file on one of them: a
 # module's fixture is made once, and the network-namespace tests (each sweeps away the pairs it
-# finds) never meet. It prints the ten slowest tests.
-test: lint docs-check
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=10
+# finds) never meet. It prints the ten slowest tests. The docs' strict build runs beside it (its
+# line comes after the suite's); either failing fails the target.
+PYTEST = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=10
+test: lint
+	@echo "$(PYTEST)"; tmp=$$(mktemp) && trap 'rm -f "$$tmp"' EXIT && \
+	  { $(MAKE) --no-print-directory docs-check >"$$tmp" 2>&1 & docs=$$!; } && \
+	  $(PYTEST); \
+	  suite=$$?; wait $$docs; built=$$?; cat "$$tmp"; \
+	  test $$suite -eq 0 -a $$built -eq 0
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests bench docs/gen_rule_pages.py

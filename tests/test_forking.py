@@ -31,6 +31,39 @@ def test_a_forked_worker_sees_the_parent_environment_at_launch_not_at_server_sta
     assert queue.get() == ["set after the server started", "extra"]
 
 
+def _grandchild(queue) -> None:
+    queue.put(os.getppid())
+
+
+def _borrower(lent, queue) -> None:
+    """Forked by the server: borrow it, start a process of its own, stop 'its' server at exit."""
+    borrowed = forking.borrow(lent)
+    ctx = forking.context()
+    forking.ensure_running()  # a no-op once borrowed: no server of its own
+    child = ctx.Process(target=_grandchild, args=(queue,))
+    child.start()
+    child.join(60)
+    forking.stop_now()  # a borrower never stops its owner's server
+    queue.put((borrowed, child.exitcode, forking.server_pid()))
+
+
+def test_a_process_the_server_forked_starts_its_own_from_the_same_server():
+    """A compare run forks its launched workers from the command's server, not from a second
+    one that would import torch again."""
+    ctx = forking.context()
+    forking.ensure_running()
+    server = forking.server_pid()
+    queue = ctx.SimpleQueue()
+    child = ctx.Process(target=_borrower, args=(forking.lend(), queue))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    assert queue.get() == server  # the grandchild's parent: the same server
+    assert queue.get() == (True, 0, server)
+    os.kill(server, 0)  # still running after the borrower's stop_now
+    assert not forking.borrow(forking.lend())  # here (the server's owner) nothing to borrow
+
+
 def test_adopt_keeps_what_the_launcher_set_since_the_fork(monkeypatch):
     """Here the server's environment (BASELINE) had A=server and no RANK; the launcher set RANK
     after the fork; the parent has A=parent and B. The worker ends with the parent's plus RANK."""

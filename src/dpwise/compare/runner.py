@@ -18,6 +18,7 @@ from dpwise.compare.matrix import RunSpec
 from dpwise.compare.settings import RUN_MODULE, CompareConfig
 from dpwise.compare.turns import RunFailed, TurnHost, raise_failure
 from dpwise.compare.worker import run_process
+from dpwise.dist import forking
 from dpwise.dist.forking import context
 from dpwise.infra.interrupts import check as check_interrupted
 from dpwise.infra.interrupts import terminate_raises
@@ -44,10 +45,12 @@ class RunProcesses:
 
     def __init__(self, specs: list[RunSpec], cfg: CompareConfig, host: TurnHost) -> None:
         ctx = context(RUN_MODULE)  # forked from a server that has imported torch
+        forking.ensure_running(RUN_MODULE)  # a no-op where the command started it
+        lent = forking.lend()  # a launched run forks its workers from the same server
         self.host, self.specs = host, specs
         self.procs = {
             s.id: ctx.Process(
-                target=run_process, args=(s, cfg, host.address), name=f"dpwise-{s.id}"
+                target=run_process, args=(s, cfg, host.address, lent), name=f"dpwise-{s.id}"
             )
             for s in specs
         }

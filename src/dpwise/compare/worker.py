@@ -19,6 +19,7 @@ from dpwise.compare.matrix import RunSpec
 from dpwise.compare.measurement import Repeats, profiled_probe
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import TurnClient
+from dpwise.dist import forking
 from dpwise.dist.env import DistEnv
 from dpwise.dist.launch import launch, run_guarded
 from dpwise.errors import DpwiseError
@@ -57,11 +58,14 @@ def _local_group(spec: RunSpec, plan: RunPlan) -> bool:
     return True
 
 
-def run_process(spec: RunSpec, cfg: CompareConfig, address: Address) -> None:
+def run_process(
+    spec: RunSpec, cfg: CompareConfig, address: Address, server: dict[str, Any] | None = None
+) -> None:
     """The target of a run's process; a run of W processes starts its workers through the
-    launcher."""
+    launcher, forked from ``server`` (the fork server that forked this process: forking.lend)."""
     client = TurnClient(address, spec.id)
     try:
+        forking.borrow(server)
         release()  # held since the fork server started (dpwise.dist.forking)
         if spec.launched:
             launch(_plan(spec, cfg, DistEnv()).launch_settings, rank_entry, spec, cfg, address)

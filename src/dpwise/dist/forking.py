@@ -13,6 +13,10 @@ spawn does), but its environment is the server's, as it was when the server star
 launched worker therefore takes the parent's environment at launch time (``AsParent``), keeping
 only what the launcher set for it since the fork (its rank, its store, its error file …).
 
+A process the server forked (a compare run) that launches workers of its own forks them from the
+same server (``lend`` in the parent, ``borrow`` in the child): a server of its own would import
+torch again (three to five seconds of a core per launched run).
+
 Torch-free: imported before torch is, and by the server first of all.
 """
 
@@ -32,6 +36,7 @@ from typing import Any
 BASELINE = dict(os.environ)
 _IMPORTED_IN = os.getpid()
 _STOP_AT_EXIT: list[Any] = []  # the exit hook, once registered
+_BORROWED: list[int] = []  # the pid of the parent's server this process forks from (borrow)
 # What the server imports before it forks anything; a command adds its own worker module.
 PRELOAD = ["dpwise.dist.forking", "torch", "torch._dynamo"]
 
@@ -57,7 +62,7 @@ def ensure_running(*modules: str) -> None:
     it forks, until the process is ready (``interrupts.release``): a Ctrl-C during the imports
     waits instead of printing a traceback from the middle of one. It is stopped when this process
     exits (it would otherwise finish its imports first, outliving a command that failed early)."""
-    if context(*modules).get_start_method() != "forkserver":
+    if context(*modules).get_start_method() != "forkserver" or _BORROWED:
         return
     from multiprocessing import forkserver
 
@@ -79,7 +84,7 @@ def stop_now() -> None:
 
     server = getattr(forkserver, "_forkserver", None)
     pid = getattr(server, "_forkserver_pid", None)
-    if not pid:
+    if not pid or pid in _BORROWED:  # a borrowed server is its owner's to stop
         return
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL)
@@ -93,6 +98,53 @@ def server_pid() -> int | None:
     from multiprocessing import forkserver
 
     return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+
+
+def lend() -> dict[str, Any] | None:
+    """What a process forked from this process's server needs to fork from it too (``borrow``):
+    the server's socket, pid and key; None where no server runs."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    names = [n for n in _SERVER_FIELDS if hasattr(server, n)]
+    lent = {n: getattr(server, n) for n in names}
+    if not lent.get("_forkserver_pid") or not lent.get("_forkserver_address"):
+        return None
+    return lent
+
+
+# The fork server's state a borrower takes over (_forkserver_authkey: Python 3.14's handshake).
+_SERVER_FIELDS = ("_forkserver_address", "_forkserver_pid", "_forkserver_authkey")
+
+
+def borrow(lent: dict[str, Any] | None) -> bool:
+    """In a process the server forked: start later processes from that server (``lend``'s).
+
+    multiprocessing gives such a process the server's liveness pipe but not its socket, so
+    its first start would launch a server of its own. Here it takes the socket; it never
+    restarts or stops that server (its owner does). False (nothing changed) where this process
+    was not forked by a fork server, or already has one.
+    """
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    if (
+        not lent
+        or server is None
+        or getattr(server, "_forkserver_pid", None) is not None
+        or getattr(server, "_forkserver_alive_fd", None) is None  # not forked by a server
+    ):
+        return False
+    for name, value in lent.items():
+        setattr(server, name, value)
+    # its check (waitpid) works for the server's parent only; the server outlives this process
+    server.ensure_running = _nothing
+    _BORROWED.append(lent["_forkserver_pid"])
+    return True
+
+
+def _nothing() -> None:
+    return None
 
 
 class AsParent:

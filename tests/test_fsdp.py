@@ -56,8 +56,8 @@ def test_units_are_the_repeated_blocks_or_else_each_child_with_parameters():
 # -- the equivalence contract -------------------------------------------------------------------
 @pytest.mark.slow
 def test_fsdp_ends_with_singles_parameters_on_the_default_workload(tmp_path):
-    single, _ = train_here(tmp_path / "single", epochs=2)
-    proc = run_cli("train", "--strategy", "fsdp", "--nproc", "2", "--epochs", "2",
+    single, _ = train_here(tmp_path / "single", epochs=1)  # across epochs: test_equivalence
+    proc = run_cli("train", "--strategy", "fsdp", "--nproc", "2", "--epochs", "1",
                    "--out", str(tmp_path / "fsdp"))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     final = load_state(tmp_path / "fsdp" / "final.pt")  # weights_only=True

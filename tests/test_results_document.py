@@ -19,6 +19,7 @@ RUN_KEYS = {
     "epoch_seconds", "samples_per_s", "samples_per_epoch", "training_seconds", "losses",
     "final_state", "memory", "communication", "sync_points_per_step", "trace", "pids", "diverged",
     "wall_seconds", "speedup_vs_single", "max_param_diff_vs_single", "link_probe",
+    "other_cpu_share", "max_buffer_diff_vs_single", "diff_vs_single",
 }  # fmt: skip
 TOP_KEYS = {
     "schema", "dpwise_version", "created", "command", "workload", "environment", "runs",

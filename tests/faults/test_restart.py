@@ -91,7 +91,7 @@ def test_a_killed_worker_is_restarted_and_the_run_resumes_to_the_same_parameters
     straight, _ = ddp_reference
     expected = load_state(straight / "final.pt")
     losses = json.loads((straight / "metrics.json").read_text())["losses"]
-    for trial in range(2):
+    for trial in range(1):  # each run of the suite draws its own kill point
         out = tmp_path / f"killed{trial}"
         checkpoints, delay = random.randint(1, 12), random.uniform(0.0, 0.05)
         proc, victim = _killed_run(out, checkpoints, delay)

@@ -1,6 +1,7 @@
 """Owns: `dpwise advise`'s answer: the facts, the decision rules, the per-device memory estimate,
 the answer from measured results (--from), and its text.
-May import: train, results, projection, strategies, dist, workload, measure, infra, errors
+May import: train, results, projection, strategies, diagnosis, dist, workload, measure, infra,
+errors
 Imported by: commands
 
 `dpwise advise`: facts about the machine and the job, a per-device memory estimate, the rules.

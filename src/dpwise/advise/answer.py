@@ -7,13 +7,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from dpwise import strategies
 from dpwise.advise.estimate import Settings, estimate_all, facts_dict, facts_from_count, model_facts
 from dpwise.advise.facts import Fact, as_dict, gather
 from dpwise.advise.from_results import from_results
 from dpwise.advise.request import AdviseRequest
 from dpwise.advise.rules import decide, situation
+from dpwise.diagnosis import group, probe_workload
+from dpwise.diagnosis.probe import MAX_PARAMETERS
 from dpwise.errors import DpwiseError
 from dpwise.projection.cite import DEFAULT_DEVICES, cite
+from dpwise.train import preflight
 from dpwise.workload.spec import resolve_workload
 
 
@@ -74,19 +78,44 @@ def train_args(req: AdviseRequest, results: dict | None, facts: dict) -> tuple[s
 
 
 def _model_facts(req: AdviseRequest, facts: dict, results: dict | None):
+    """The model's facts for the estimate, and its workload (None where only a count is known)."""
     if req.params is not None:
-        return facts_from_count(req.params)
+        return facts_from_count(req.params), None
     model, args, data, data_args, loss = _workload(req, results)
     if model is None:
-        return None
+        return None, None
     workload = resolve_workload(model, args, data, data_args, loss)
+    preflight.check_optimizer(preflight.meta_model(workload), facts["optimizer"].value)
     cfg = {
         "precision": facts["precision"].value,
         "optimizer": facts["optimizer"].value,
         "momentum": req.momentum,
         "seed": req.seed,
     }
-    return model_facts(workload, cfg)
+    return model_facts(workload, cfg), workload
+
+
+def model_checks(
+    workload: Any, mf: Any, device_type: str, seed: int
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """What the model itself rules out or needs: the strategies that cannot run it (by name, with
+    the one-line reason), and the flags a ddp launch line needs (--find-unused-parameters when
+    running it left parameters without gradient). The model is run (on a few rows, on the CPU)
+    only where it is small enough for the probe."""
+    if workload is None:
+        return {}, ()
+    probe = None
+    if mf is not None and mf.parameters <= MAX_PARAMETERS:
+        probe = probe_workload(workload, seed)
+    varying = "" if probe is None else group(probe.unused.sometimes)
+    meta = preflight.meta_model(workload)
+    refused = {}
+    if meta is not None:
+        for name in strategies.names():
+            reason = strategies.refusal(name, meta, device_type, varying)
+            if reason:
+                refused[name] = reason
+    return refused, (("--find-unused-parameters",) if probe and probe.unused else ())
 
 
 def _from_run(req: AdviseRequest, results: dict[str, Any] | None) -> AdviseRequest:
@@ -126,8 +155,9 @@ def advise(req: AdviseRequest) -> dict[str, Any]:
         ):
             if given is None and facts[name].source == "given":
                 facts[name] = Fact(facts[name].value, "given", "from the results.json run")
-    mf = _model_facts(req, facts, results)
+    mf, workload = _model_facts(req, facts, results)
     gpus, nodes = int(facts["gpus"].value), int(facts["nodes"].value)
+    refused, ddp_flags = model_checks(workload, mf, "cuda" if gpus else "cpu", req.seed)
     world = gpus * nodes if gpus else 2
     settings = Settings(
         facts["batch_size"].value,
@@ -139,7 +169,7 @@ def advise(req: AdviseRequest) -> dict[str, Any]:
     memory = None if mf is None else estimate_all(mf, world, settings, dp_world=max(gpus, 1))
     peaks = None if memory is None else {k: v["peak_bytes"] for k, v in memory.items()}
     busiest = None if memory is None else {k: _busiest(v) for k, v in memory.items()}
-    s = situation(facts, peaks, busiest, train_args(req, results, facts))
+    s = situation(facts, peaks, busiest, train_args(req, results, facts), refused, ddp_flags)
     rec = from_results(results, s) if results is not None else decide(s)
     projected = None
     if results is not None:

@@ -51,6 +51,11 @@ class Situation:
     # strategy → breakdown of its busiest device (the estimate's parts), when known
     breakdowns: dict[str, dict[str, int]] | None = None
     workload_args: tuple[str, ...] = ()  # the user's workload as `dpwise train` flags
+    # strategy → why it cannot run this model (never recommended, never runner-up)
+    refused: dict[str, str] = field(default_factory=dict)
+    # flags a launch line of a strategy that takes them needs for this model
+    # (--find-unused-parameters where running the model left parameters without gradient)
+    model_flags: tuple[str, ...] = ()
 
 
 def situation(
@@ -58,8 +63,12 @@ def situation(
     peaks: dict[str, int] | None,
     breakdowns: dict[str, dict[str, int]] | None = None,
     workload_args: tuple[str, ...] = (),
+    refused: dict[str, str] | None = None,
+    model_flags: tuple[str, ...] = (),
 ) -> Situation:
     return Situation(
+        refused=dict(refused or {}),
+        model_flags=model_flags,
         gpus=int(facts["gpus"].value),
         nodes=int(facts["nodes"].value),
         device_bytes=float(facts["device_memory_gib"].value) * 1024**3,
@@ -71,13 +80,20 @@ def situation(
 
 
 def launch_commands(
-    strategy: str, gpus: int, nodes: int, workload: tuple[str, ...] = ()
+    strategy: str,
+    gpus: int,
+    nodes: int,
+    workload: tuple[str, ...] = (),
+    model_flags: tuple[str, ...] = (),
 ) -> list[str]:
     """Your own script's launch line, then dpwise's for the same workload (flags shell-quoted).
 
     A strategy with a process per device starts them with torchrun (your script) or dpwise's own
     launcher (``--nproc`` per node, a rendezvous across nodes); a one-process strategy with python.
+    ``model_flags`` (e.g. --find-unused-parameters) join the line of a strategy that takes them.
     """
+    options = {"--" + o.replace("_", "-") for o in traits(strategy).options}
+    workload = (*workload, *(f for f in model_flags if f in options))
     tail = f" {shlex.join(workload)}" if workload else ""
     hint = kinds.script_hint(strategy)
     if not traits(strategy).multiprocess:
@@ -103,7 +119,7 @@ def _rec(strategy: str, rule: str, s: Situation, reasons, runner_up, changes) ->
         reasons,
         runner_up,
         changes,
-        launch_commands(strategy, s.gpus, s.nodes, s.workload_args),
+        launch_commands(strategy, s.gpus, s.nodes, s.workload_args, s.model_flags),
         world,
     )
 
@@ -146,12 +162,28 @@ def dp_device0_text(s: Situation) -> str:
 
 
 def decide(s: Situation) -> Recommendation:
-    """The rules, in order; the first that applies answers."""
+    """The rules, in order; the first that applies answers. A strategy that cannot run the model
+    (``s.refused``) is then neither the answer nor the runner-up."""
     for rule in (_cpu_only, _too_big, _multi_node, _one_gpu, _many_gpus, _large, _prototype):
         answer = rule(s)
         if answer is not None:
-            return answer
-    return _production(s)
+            return _runnable(answer, s)
+    return _runnable(_production(s), s)
+
+
+def _runnable(rec: Recommendation, s: Situation) -> Recommendation:
+    if rec.strategy in s.refused:
+        instead = next(
+            (c for c in (rec.runner_up, DDP, SINGLE) if c is not None and c not in s.refused),
+            SINGLE,
+        )
+        why = f"{rec.strategy} would be the answer, but cannot run this model: "
+        reasons = [why + s.refused[rec.strategy], f"{instead} is the next that can"]
+        rec = _rec(instead, f"{rec.rule}+model", s, reasons, None, rec.changes)
+    if rec.runner_up in s.refused:
+        rec.reasons.append(f"{rec.runner_up} is not offered: {s.refused[rec.runner_up]}")
+        rec.runner_up = None
+    return rec
 
 
 def _cpu_only(s: Situation) -> Recommendation | None:

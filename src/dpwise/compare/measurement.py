@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from dpwise.compare.matrix import RunSpec
-from dpwise.measure import buckets, memory, profile
+from dpwise.measure import buckets, load, memory, profile
 from dpwise.measure.stats import summary
 from dpwise.strategies import traits
 from dpwise.strategies.base import Strategy
@@ -49,6 +49,7 @@ class Repeats:
         self.epoch_seconds: list[float] = []
         self.rates: list[float] = []
         self.training = 0.0
+        self.others: list[float] = []  # other processes' share of the cores, per repeat
         self.first: dict[str, Any] = {}
         memory.reset_peak_rss()
 
@@ -58,7 +59,12 @@ class Repeats:
         loop = Loop(
             self.plan, self.strategy, self.workload, data=self.data, stop_on_nonfinite=False
         )
+        start = load.Mark.now()
         trained = loop.run()
+        spans = self.strategy.all_gather_object(load.Span.since(start))  # every process's CPU
+        share = load.others_share(spans)
+        if share is not None:
+            self.others.append(share)
         timed = timed_epochs(trained.result.epochs)
         seconds = sum(e["seconds"] for e in timed)
         self.training += sum(e["seconds"] for e in trained.result.epochs)
@@ -87,6 +93,7 @@ class Repeats:
             "samples_per_epoch": self.first["samples_per_epoch"],
             "training_seconds": self.training,
             "peak_rss_bytes": memory.peak_rss_since_reset(),
+            "other_cpu_share": summary(self.others) if self.others else None,
         }
 
 

@@ -16,11 +16,14 @@ from torch import nn
 from dpwise import __version__
 from dpwise.compare import checks
 from dpwise.compare.checks import CHECKS, CheckContext
+from dpwise.compare.checks.contention import machine_load
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.verdict import claims, recommend
 from dpwise.diagnosis import ModelProbe, probe_workload
 from dpwise.diagnosis.layers import batchnorm_layers, dropout_layers
+from dpwise.diagnosis.probe import MAX_PARAMETERS
 from dpwise.infra.hardware import Hardware, gpu_names
+from dpwise.measure import agreement
 from dpwise.projection import section as projection
 from dpwise.results.document import Results
 from dpwise.results.filters import one_process_many_devices, one_process_per_device
@@ -33,43 +36,77 @@ def _state(out: Path, run: Run) -> dict[str, torch.Tensor]:
     return torch.load(out / run.final_state, map_location="cpu", weights_only=True)
 
 
-def max_abs_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
-    return max(
-        ((a[k].double() - b[k].double()).abs().max().item() for k in a if a[k].is_floating_point()),
-        default=0.0,
-    )
-
-
-def derive(out: Path, runs: list[Run]) -> tuple[list[Run], float | None]:
-    """The runs with speed-up and parameter difference against single, and the worst dp↔ddp
-    parameter difference (None without a dp and a ddp run)."""
+def derive(
+    out: Path, runs: list[Run], kinds: agreement.Kinds, tolerance: float
+) -> tuple[list[Run], float | None, dict[str, dict[str, torch.Tensor]]]:
+    """The runs with speed-up and parameter and buffer differences against single, the worst
+    dp↔ddp parameter difference (None without a dp and a ddp run), and the final states."""
     reference = _state(out, runs[0])
     states = {r.id: _state(out, r) for r in runs}
+    params, rest = kinds.split(reference)
+    if not params:  # names the model did not give (a factory that builds another model)
+        params, rest = list(reference), []
     base = runs[0].median_rate
-    derived = [
-        replace(
-            r,
-            speedup_vs_single=r.median_rate / base,
-            max_param_diff_vs_single=max_abs_diff(reference, states[r.id]),
+    derived = []
+    for r in runs:
+        p = agreement.gap(reference, states[r.id], params, tolerance)
+        b = agreement.gap(reference, states[r.id], rest, tolerance)
+        derived.append(
+            replace(
+                r,
+                speedup_vs_single=r.median_rate / base,
+                max_param_diff_vs_single=p.max,
+                max_buffer_diff_vs_single=b.max if rest else None,
+                diff_vs_single={"parameters": p.to_json(), "buffers": b.to_json()},
+            )
         )
-        for r in runs
-    ]
     dps = [r.id for r in one_process_many_devices(runs)]
     ddps = [r.id for r in one_process_per_device(runs)]
-    pairs = [max_abs_diff(states[a], states[b]) for a, b in product(dps, ddps)]
-    return derived, (max(pairs) if pairs else None)
+    pairs = [
+        agreement.gap(states[a], states[b], params, tolerance).max for a, b in product(dps, ddps)
+    ]
+    return derived, (max(pairs) if pairs else None), states
+
+
+def untrained(
+    workload: Workload,
+    seed: int,
+    kinds: agreement.Kinds,
+    states: dict[str, dict[str, torch.Tensor]],
+) -> agreement.Untrained | None:
+    """The trainable parameters no run changed, against the initial state the runs built (the
+    seed's); None where the model is too large to build once more here."""
+    if sum(kinds.sizes.get(n, 0) for n in kinds.trainable) > MAX_PARAMETERS:
+        return None
+    torch.manual_seed(seed)  # as every run's loop does before it builds the model
+    initial = workload.build_model().state_dict()
+    return agreement.untrained(kinds, initial, states.values())
 
 
 def diagnose(
-    model: nn.Module, precision: str, probe: ModelProbe, ddp_options: dict[str, bool]
+    model: nn.Module,
+    precision: str,
+    probe: ModelProbe,
+    ddp_options: dict[str, bool],
+    still: agreement.Untrained | None = None,
 ) -> checks.Diagnosis:
     """What breaks equivalence: BatchNorm by class (on the meta-device model), random layers and
     unused parameters by running the model (the probe), Dropout by class where the probe could not
     run."""
     bn = batchnorm_layers(model)
     random_layers = probe.stochastic if probe.skipped is None else dropout_layers(model)
+    dtypes = list(dict.fromkeys(agreement.dtype_name(p.dtype) for p in model.parameters()))
     return checks.Diagnosis(
-        bn, random_layers, "mean", precision, probe.unused, ddp_options, probe.skipped
+        bn,
+        random_layers,
+        "mean",
+        precision,
+        probe.unused,
+        ddp_options,
+        probe.skipped,
+        buffers=probe.buffers,
+        untrained=still,
+        param_dtypes=dtypes,
     )
 
 
@@ -132,11 +169,14 @@ def assemble(
 ) -> Results:
     """``probe`` and ``workload``: what the session already derived (derived here if not)."""
     device_type = "cuda" if any(d.startswith("cuda") for d in runs[0].devices) else "cpu"
-    runs, dp_vs_ddp = derive(cfg.out, runs)
     workload = workload or workload_for(cfg)
     model = workload.build_for_inspection()
+    kinds = agreement.Kinds.of(model)
+    runs, dp_vs_ddp, states = derive(cfg.out, runs, kinds, cfg.tolerance)
+    still = untrained(workload, cfg.seed, kinds, states)
+    del states
     probe = probe or probe_workload(workload, cfg.seed)
-    why = diagnose(model, cfg.precision, probe, cfg.ddp_options)
+    why = diagnose(model, cfg.precision, probe, cfg.ddp_options, still)
     runs = mark_ddp_options(runs, cfg.ddp_options)
     ctx = CheckContext(
         runs=tuple(runs),
@@ -157,9 +197,10 @@ def assemble(
         runs=tuple(runs),
         diagnosis=probe.to_dict(),
         checks=tuple(outcomes.values()),
-        recommendation=recommend(runs, cfg.tolerance, device_type, why.known_cause),
+        recommendation=recommend(runs, cfg.tolerance, device_type, why.known_cause, why.untrained),
         claims=tuple(claims(runs, outcomes, env, dp_vs_ddp)),
         link_probe=link_probe(runs),
+        load=machine_load(runs),
     )
     # the probed link joins the links projected once a link probe is in the results
     section = projection.build(results, cfg.project_links, cfg.project_devices, results.link_probe)

@@ -6,15 +6,17 @@ import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
 from dpwise.compare import publish
-from dpwise.compare.matrix import build_matrix
+from dpwise.compare.matrix import RunSpec, build_matrix
 from dpwise.compare.results import assemble
 from dpwise.compare.runner import run_all
 from dpwise.compare.settings import CompareConfig
-from dpwise.diagnosis import probe_workload
+from dpwise.diagnosis import group, probe_workload
+from dpwise.errors import DpwiseError
 from dpwise.infra.hardware import Hardware
 from dpwise.infra.outlock import first_missing, locked
 from dpwise.report.files import write_reports
@@ -26,7 +28,7 @@ from dpwise.report.terminal import (
     verdict_lines,
 )
 from dpwise.results.document import Results
-from dpwise.train import outputs
+from dpwise.train import outputs, preflight
 from dpwise.workload.spec import workload_for
 
 
@@ -37,6 +39,7 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     specs = build_matrix(cfg, hw)  # bad sizes fail here, before anything runs or is written
     workload = workload_for(cfg).validate()
     probe = probe_workload(workload, cfg.seed)  # random layers, unused parameters
+    check_runs(specs, workload, cfg.optimizer, group(probe.unused.sometimes))
     if probe.unused:
         cfg = replace(cfg, find_unused_parameters=True)  # DDP stops without it
     outputs.check_writable(cfg.out)
@@ -52,6 +55,23 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     if not cfg.quiet:
         _print_summary(results, html, cfg)
     return 1 if any(c.status == "fail" for c in results.checks) else 0
+
+
+def check_runs(specs: list[RunSpec], workload: Any, optimizer: str, varying: str = "") -> None:
+    """Every strategy of the matrix can run the model (preflight.check_model), or the comparison
+    is refused in one line before anything runs, naming the strategies that can."""
+    refused = {}
+    for spec in specs:
+        if spec.strategy in refused:
+            continue
+        try:
+            preflight.check_model(workload, spec.strategy, spec.device_type, optimizer, varying)
+        except DpwiseError as exc:
+            refused[spec.strategy] = str(exc)
+    if refused:
+        able = [s.strategy for s in specs if s.strategy not in refused]
+        hint = f"; compare the others with --strategies {','.join(dict.fromkeys(able))}"
+        raise DpwiseError(next(iter(refused.values())) + (hint if able else ""))
 
 
 def _measure_and_report(

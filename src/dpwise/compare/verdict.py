@@ -7,8 +7,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from dpwise.compare.checks import COMMUNICATION, MEMORY, SCALABILITY, Check
-from dpwise.compare.checks.base import clearly_faster, compare, diverged, median_rate
+from dpwise.compare.checks.base import (
+    clearly_faster,
+    compare,
+    diverged,
+    median_rate,
+    params_agree,
+)
 from dpwise.compare.checks.communication import stalled
+from dpwise.compare.checks.contention import busy_text, impossible, impossible_text, machine_load
 from dpwise.compare.checks.speed import drifted
 from dpwise.compare.checks.thresholds import (
     CONFIDENCE,
@@ -18,6 +25,7 @@ from dpwise.compare.checks.thresholds import (
     NEAR_LINEAR,
 )
 from dpwise.infra.units import mib, pct, rate, sci
+from dpwise.measure.agreement import Untrained
 from dpwise.results.filters import one_process_many_devices, one_process_per_device
 from dpwise.results.records import CheckResult, Run
 
@@ -25,7 +33,12 @@ GUIDE = "guide"
 
 
 def recommend(
-    runs: list[Run], tolerance: float, device_type: str, known_cause: str | None = None
+    runs: list[Run],
+    tolerance: float,
+    device_type: str,
+    known_cause: str | None = None,
+    untrained: Untrained | None = None,
+    cores: int | None = None,
 ) -> dict[str, Any]:
     """The fastest run that is faster than single beyond the noise; otherwise single.
 
@@ -35,16 +48,12 @@ def recommend(
     the status is "inconclusive" (with the reason) and single stays the safe default.
     """
     single = runs[0]
-    ok = [
-        r
-        for r in runs
-        if not diverged(r) and (r.max_param_diff_vs_single <= tolerance or known_cause)
-    ]
+    ok = [r for r in runs if not diverged(r) and (params_agree(r, tolerance) or known_cause)]
     parallel = [r for r in ok if r.world_size > 1 and not r.notes]
     vs = {r.id: compare(r, single) for r in parallel}
     ranked = sorted(parallel, key=median_rate, reverse=True)
     faster = [r for r in ranked if vs[r.id].outcome == "faster"]
-    reason = _inconclusive(runs, ranked, vs, bool(faster))
+    reason = _contended(runs, device_type, cores) or _inconclusive(runs, ranked, vs, bool(faster))
     best = faster[0] if faster and not reason else single
     runner = next((r for r in [*ranked, single] if r is not best), None)
     reasons = [_best_reason(best, single, vs.get(best.id))]
@@ -56,6 +65,12 @@ def recommend(
     if reason:
         reasons.insert(0, f"inconclusive: {reason}")
     reasons.append(_agreement(runs, tolerance, known_cause))
+    if untrained:
+        reasons.append(
+            f"{untrained.elements:,} of {untrained.trainable_elements:,} trainable parameter "
+            "values never changed in any run: the runs agree on what did not train (see the "
+            "convergence check)"
+        )
     if device_type == "cpu" and best is single:
         reasons.append(_cpu_reason(runs))
     return {
@@ -70,6 +85,18 @@ def recommend(
         "diverged": [r.id for r in runs if diverged(r)],  # never recommended
         "vs_single": {k: c.to_dict() for k, c in vs.items()},
     }
+
+
+def _contended(runs: list[Run], device_type: str, cores: int | None) -> str | None:
+    """Why the figures measure the machine's load rather than the strategies, or None (also
+    where the machine's cores are not known)."""
+    found = impossible(runs, device_type, cores) if cores else []
+    if found:
+        return (
+            f"figures this CPU cannot produce, from contention: {impossible_text(found, cores)}; "
+            "other processes slowed the runs unevenly. Run again on a quieter machine"
+        )
+    return busy_text(machine_load(runs))
 
 
 def _inconclusive(
@@ -121,7 +148,7 @@ def _agreement(runs: list[Run], tolerance: float, known_cause: str | None) -> st
     if bad:
         return f"the loss of {', '.join(bad)} diverged: a run that diverged is never recommended"
     worst = max(r.max_param_diff_vs_single for r in runs)
-    if worst <= tolerance:
+    if all(params_agree(r, tolerance) for r in runs):
         return f"parameters of every run agree with single within {sci(worst)}"
     return f"some runs differ from single by up to {sci(worst)}" + (
         f" because of {known_cause}: see the convergence check" if known_cause else ""

@@ -173,6 +173,7 @@ def _record(spec, strategy, threads, timing, first, probe, ranks, final, trace) 
         notes=tuple(facts["notes"]),
         epoch_seconds=Spread.from_json(timing["epoch_seconds"]),
         samples_per_s=Spread.from_json(timing["samples_per_s"]),
+        other_cpu_share=Spread.from_json(timing["other_cpu_share"]),
         samples_per_epoch=timing["samples_per_epoch"],
         training_seconds=timing["training_seconds"],
         losses=tuple(first["losses"]),

@@ -38,6 +38,15 @@ def batchnorm_layers(model: nn.Module) -> list[Layer]:
     ]
 
 
+def sparse_layers(model: nn.Module) -> list[Layer]:
+    """Embeddings with sparse=True: their gradients are sparse tensors."""
+    return [
+        Layer(n, type(m).__name__)
+        for n, m in model.named_modules()
+        if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse
+    ]
+
+
 def dropout_layers(model: nn.Module) -> list[Layer]:
     """Random layers found by class (Dropout with p > 0, attention dropout): the fallback where
     the model's forward could not be watched."""

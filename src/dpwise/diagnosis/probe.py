@@ -2,7 +2,10 @@
 
 Every pass starts from the same weights and input under another seed, runs the forward with every
 module hooked and then the backward: the hooks name the random modules (stochastic.py), the missing
-gradients name the unused parameters (unused.py). Global random generators are restored after.
+gradients name the unused parameters (unused.py). Further passes run on other rows (one seed each),
+so that a parameter used on some batches only is told from one never used. The buffers the first
+forward changed are named, each tested for whether the loss reads it (buffers.py). Global random
+generators are restored after.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from dpwise.diagnosis import buffers
+from dpwise.diagnosis.buffers import MutatedBuffer
 from dpwise.diagnosis.calls import Call, CallRecorder, release_weights
 from dpwise.diagnosis.layers import Layer, layers_of
 from dpwise.diagnosis.rng import Saved, seed_all
@@ -24,6 +29,7 @@ from dpwise.diagnosis.unused import Unused, classify, without_grad
 
 ROWS = 2  # rows of the real data per pass (BatchNorm needs two)
 SEEDS = tuple(range(6))  # one pass per seed; their first uniform draws span 0.004–0.83
+BATCHES = 6  # further passes, each on other rows (where the data has them)
 MAX_PARAMETERS = 150_000_000  # above this the probe is skipped (its cost grows with the model)
 BUDGET_S = 10.0  # after this, no further pass starts once two have run
 
@@ -32,6 +38,7 @@ BUDGET_S = 10.0  # after this, no further pass starts once two have run
 class ModelProbe:
     stochastic: list[Layer] = field(default_factory=list)
     unused: Unused = field(default_factory=Unused)
+    buffers: list[MutatedBuffer] = field(default_factory=list)  # changed by the forward
     rows: int = 0
     seconds: float = 0.0
     skipped: str | None = None  # why the probe did not run; None when it ran
@@ -45,6 +52,7 @@ class ModelProbe:
             "seconds": round(self.seconds, 3),
             "stochastic": [layer.to_dict() for layer in self.stochastic],
             "unused_parameters": self.unused.to_dict(),
+            "mutated_buffers": [b.to_dict() for b in self.buffers],
         }
 
 
@@ -74,22 +82,56 @@ def _too_large(model: nn.Module) -> str | None:
     )
 
 
-def _passes(workload: Any, model: nn.Module, x: Any, y: Any) -> tuple[list[list[Call]], list]:
+@dataclass
+class _Passes:
+    calls: list[list[Call]] = field(default_factory=list)  # per seed pass
+    unused: list[set[str]] = field(default_factory=list)  # per seed pass, on the first rows
+    by_batch: list[set[str]] = field(default_factory=list)  # per pass on other rows
+    buffers: list[MutatedBuffer] = field(default_factory=list)
+
+
+def _passes(workload: Any, model: nn.Module, data: Any, rows: int) -> _Passes:
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    calls, unused = [], []
+    kept = buffers.snapshot(model)  # non-persistent buffers too
+
+    def reset() -> None:
+        model.load_state_dict(state)
+        for name, value in kept.items():
+            model.get_buffer(name).copy_(value)
+        model.zero_grad(set_to_none=True)
+
+    x, y = data.get(torch.arange(min(rows, len(data))))
+    out = _Passes()
     deadline = time.perf_counter() + BUDGET_S
     for seed in SEEDS:
-        if len(calls) >= 2 and time.perf_counter() > deadline:
+        if len(out.calls) >= 2 and time.perf_counter() > deadline:
             break
-        model.load_state_dict(state)
-        model.zero_grad(set_to_none=True)
+        reset()
         seed_all(seed)
         with CallRecorder(model) as recorder:
             loss = loss_of(workload, model, x, y)
+        if seed == SEEDS[0]:
+            changed = buffers.changed(model, kept)
         loss.backward()
-        calls.append(recorder.calls)
-        unused.append(without_grad(model))
-    return calls, unused
+        out.calls.append(recorder.calls)
+        out.unused.append(without_grad(model))
+
+    def first_loss() -> torch.Tensor:
+        seed_all(SEEDS[0])
+        return loss_of(workload, model, x, y)
+
+    out.buffers = buffers.classify(model, changed, reset, first_loss) if changed else []
+    for batch in range(1, BATCHES + 1):
+        picked = torch.arange(batch * rows, (batch + 1) * rows)
+        if picked[-1] >= len(data) or time.perf_counter() > deadline:
+            break
+        reset()
+        seed_all(SEEDS[0])
+        bx, by = data.get(picked)
+        loss_of(workload, model, bx, by).backward()
+        out.by_batch.append(without_grad(model))
+    reset()
+    return out
 
 
 def probe_workload(workload: Any, seed: int, rows: int = ROWS) -> ModelProbe:
@@ -102,16 +144,15 @@ def probe_workload(workload: Any, seed: int, rows: int = ROWS) -> ModelProbe:
         if too_large:
             return ModelProbe(skipped=too_large)
         data = workload.load_data(seed)
-        picked = torch.arange(min(rows, len(data)))
-        x, y = data.get(picked)
         try:
-            calls, unused = _passes(workload, model, x, y)
+            found = _passes(workload, model, data, rows)
         except Exception as exc:  # e.g. a model that needs a GPU: say so, find layers by class
             reason = f"the model did not run on the CPU ({type(exc).__name__}: {exc})"
             return ModelProbe(skipped=reason.splitlines()[0][:300])
     return ModelProbe(
-        stochastic=layers_of(model, stochastic_modules(calls)),
-        unused=classify(model, unused),
-        rows=len(picked),
+        stochastic=layers_of(model, stochastic_modules(found.calls)),
+        unused=classify(model, found.unused, found.by_batch),
+        buffers=found.buffers,
+        rows=min(rows, len(data)),
         seconds=time.perf_counter() - start,
     )

@@ -17,28 +17,47 @@ from dpwise.diagnosis.layers import Layer, group
 
 @dataclass(frozen=True)
 class Unused:
-    """Modules whose parameters went without gradient in every probe pass, or in only some."""
+    """Modules whose parameters went without gradient in every probe pass, or in only some.
+
+    ``sometimes`` holds both kinds of "some": ``batches`` are those whose use follows the rows
+    (a head picked by the batch's content: the same rows always give the same answer, other
+    rows another), the rest varied with the seed on the same rows (random depth, routing).
+    """
 
     always: list[Layer] = field(default_factory=list)
     sometimes: list[Layer] = field(default_factory=list)
     passes: int = 0
+    batches: list[Layer] = field(default_factory=list)
+    batch_count: int = 0  # different batches the passes ran on
 
     def __bool__(self) -> bool:
         return bool(self.always or self.sometimes)
 
+    @property
+    def by_seed(self) -> list[Layer]:
+        return [layer for layer in self.sometimes if layer not in self.batches]
+
     def describe(self) -> str:
         parts = []
-        if self.sometimes:
-            parts.append(f"{group(self.sometimes)} (no gradient in some of {self.passes} passes)")
+        if self.batches:
+            parts.append(
+                f"{group(self.batches)} (used on some batches only: no gradient on some of "
+                f"{self.batch_count} different batches, a gradient on others)"
+            )
+        if self.by_seed:
+            parts.append(f"{group(self.by_seed)} (no gradient in some of {self.passes} passes)")
         if self.always:
-            parts.append(f"{group(self.always)} (no gradient in any of {self.passes} passes)")
+            on = f" on {self.batch_count} different batches" if self.batch_count > 1 else ""
+            parts.append(f"{group(self.always)} (no gradient in any of {self.passes} passes{on})")
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, object]:
         return {
             "passes": self.passes,
+            "batches": self.batch_count,
             "always": [layer.to_dict() for layer in self.always],
             "sometimes": [layer.to_dict() for layer in self.sometimes],
+            "some_batches": [layer.to_dict() for layer in self.batches],
         }
 
 
@@ -70,13 +89,29 @@ def owners(model: nn.Module, params: set[str]) -> list[Layer]:
     return named
 
 
-def classify(model: nn.Module, per_pass: list[set[str]]) -> Unused:
-    """Split the parameters unused in the probe passes into 'every pass' and 'some passes'."""
+def classify(
+    model: nn.Module, per_pass: list[set[str]], per_batch: list[set[str]] | None = None
+) -> Unused:
+    """Split the parameters unused in the probe passes into 'every pass' and 'some passes'.
+
+    ``per_pass``: passes on the same rows under different seeds; ``per_batch``: passes on other
+    rows (one seed). A parameter whose use is the same under every seed but not on every batch
+    is used on some batches only.
+    """
     if not per_pass:
         return Unused()
-    always = set.intersection(*per_pass)
-    some = set.union(*per_pass) - always
-    return Unused(owners(model, always), owners(model, some), len(per_pass))
+    every = per_pass + list(per_batch or [])
+    always = set.intersection(*every)
+    some = set.union(*every) - always
+    by_seed = set.union(*per_pass) - set.intersection(*per_pass)
+    batches = owners(model, some - by_seed) if per_batch else []
+    return Unused(
+        owners(model, always),
+        owners(model, some),
+        len(every),
+        batches,
+        1 + len(per_batch or []),
+    )
 
 
 REDUCTION_ERROR = "Expected to have finished reduction in the prior iteration"

@@ -39,6 +39,7 @@ class Results:
     timing: Json | None = None  # set once the report is written
     link_probe: Json | None = None  # the link between the largest ddp run's processes, and "run"
     projection: Json | None = None  # dpwise.projection.section.build(); None: not projected
+    load: Json | None = None  # how busy the machine was while the runs measured (other processes)
 
     def run(self, run_id: str) -> Run | None:
         return next((r for r in self.runs if r.id == run_id), None)
@@ -64,6 +65,8 @@ class Results:
             out["link_probe"] = self.link_probe
         if self.projection is not None:
             out["projection"] = self.projection
+        if self.load is not None:
+            out["load"] = self.load
         return out
 
     @classmethod
@@ -99,4 +102,5 @@ class Results:
             timing=d.get("timing"),
             link_probe=part("link_probe") or None,
             projection=part("projection") or None,
+            load=part("load") or None,
         )

@@ -113,6 +113,8 @@ class Run:
     notes: tuple[str, ...] = ()
     epoch_seconds: Spread = field(default_factory=Spread)
     samples_per_s: Spread = field(default_factory=Spread)
+    # other processes' share of the machine's cores per repeat (dpwise.measure.load)
+    other_cpu_share: Spread = field(default_factory=Spread)
     samples_per_epoch: int | None = None
     training_seconds: float | None = None
     losses: tuple[float | None, ...] = ()
@@ -127,7 +129,9 @@ class Run:
     )
     wall_seconds: float | None = None
     speedup_vs_single: float | None = None
-    max_param_diff_vs_single: float | None = None
+    max_param_diff_vs_single: float | None = None  # parameters only
+    max_buffer_diff_vs_single: float | None = None  # buffers (and other state) only
+    diff_vs_single: Json | None = None  # parameters and buffers apart: where, which dtypes
     ddp_options: Json | None = None
     link_probe: Json | None = None  # dpwise.link.probe's result, measured in the run's processes
 
@@ -147,6 +151,7 @@ class Run:
             "notes": [*self.notes],
             "epoch_seconds": self.epoch_seconds.to_json(),
             "samples_per_s": self.samples_per_s.to_json(),
+            "other_cpu_share": self.other_cpu_share.to_json(),
             "samples_per_epoch": self.samples_per_epoch,
             "training_seconds": self.training_seconds,
             "losses": [*self.losses],
@@ -160,6 +165,8 @@ class Run:
             "wall_seconds": self.wall_seconds,
             "speedup_vs_single": self.speedup_vs_single,
             "max_param_diff_vs_single": self.max_param_diff_vs_single,
+            "max_buffer_diff_vs_single": self.max_buffer_diff_vs_single,
+            "diff_vs_single": self.diff_vs_single,
             "link_probe": self.link_probe,
         }
         if self.ddp_options is not None:
@@ -184,6 +191,8 @@ class Run:
                 "wall_seconds",
                 "speedup_vs_single",
                 "max_param_diff_vs_single",
+                "max_buffer_diff_vs_single",
+                "diff_vs_single",
                 "ddp_options",
                 "link_probe",
             )
@@ -199,6 +208,7 @@ class Run:
             notes=_seq(d.get("notes")),
             epoch_seconds=Spread.from_json(d.get("epoch_seconds")),
             samples_per_s=Spread.from_json(d.get("samples_per_s")),
+            other_cpu_share=Spread.from_json(d.get("other_cpu_share")),
             losses=_seq(d.get("losses")),
             memory=Memory.from_json(d.get("memory")),
             pids=_seq(d.get("pids")),

@@ -21,6 +21,8 @@ from dpwise.errors import DpwiseError
 from dpwise.strategies.traits import Traits
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from dpwise.dist.env import DistEnv
     from dpwise.strategies.base import Strategy, StrategySpec
 
@@ -115,6 +117,15 @@ def those(has: Callable[[Traits], bool]) -> tuple[str, ...]:
 def reference() -> str:
     """The name of the strategy every other one must reproduce (single)."""
     return next(n for n in names() if traits(n).reference)
+
+
+def refusal(name: str, model: nn.Module, device_type: str, varying: str = "") -> str | None:
+    """Why strategy ``name`` cannot run ``model`` on ``device_type``, in one line, or None (its
+    class's ``refuses``, where it has one): asked before any process starts. ``varying`` names
+    the layers whose parameters running the model found used in some steps only ("" if none or
+    not run)."""
+    refuses = getattr(strategy_class(name), "refuses", None)
+    return refuses(model, device_type, varying) if refuses is not None else None
 
 
 def make_strategy(spec: StrategySpec, env: DistEnv) -> Strategy:

@@ -44,6 +44,25 @@ class DDPStrategy(WholeModel):
     )
     name = traits.name
 
+    @classmethod
+    def refuses(cls, model: nn.Module, device_type: str, varying: str = "") -> str | None:
+        """Why this strategy cannot run ``model`` on ``device_type`` (before any process starts),
+        or None: SyncBatchNorm synchronises through CUDA only. ``varying``: the layers whose
+        parameters the model uses in some steps only (DDP handles them with
+        find_unused_parameters)."""
+        if device_type == "cuda":
+            return None
+        synced = [
+            n or "the model" for n, m in model.named_modules() if isinstance(m, nn.SyncBatchNorm)
+        ]
+        if not synced:
+            return None
+        return (
+            f"--strategy {cls.traits.name} on the CPU: the model has SyncBatchNorm layers "
+            f"({', '.join(synced[:3])}{', …' if len(synced) > 3 else ''}), which PyTorch runs "
+            "only on GPUs; on the CPU use nn.BatchNorm layers (or single/dp), or run on GPUs"
+        )
+
     def __init__(
         self,
         env: DistEnv,

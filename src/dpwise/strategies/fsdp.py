@@ -58,12 +58,37 @@ def _holds_parameters(module: nn.Module) -> bool:
     return any(True for _ in module.parameters())
 
 
+def _holders(model: nn.Module) -> dict[int, set[str]]:
+    """Each parameter (by id) with the qualified names of every module that holds it directly:
+    a tied parameter has several."""
+    held: dict[int, set[str]] = {}
+    for name, module in model.named_modules(remove_duplicate=False):
+        for p in module._parameters.values():
+            if p is not None:
+                held.setdefault(id(p), set()).add(name)
+    return held
+
+
+def _self_contained(name: str, module: nn.Module, held: dict[int, set[str]]) -> bool:
+    """No parameter of the module is also held outside it (a weight tied to another layer's, a
+    module registered in two places): a unit must own its parameters alone, or FSDP2 would
+    shard one parameter twice. Such parameters stay with the root."""
+    inside = f"{name}."
+    return all(
+        all(h == name or h.startswith(inside) for h in held.get(id(p), ()))
+        for p in module.parameters()
+    )
+
+
 def shard_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """The submodules sharded as units of their own, by qualified name, outermost first.
 
-    Repeated blocks where the model has them; otherwise each direct child with parameters. The
-    root (not listed) is sharded last and holds every parameter no unit holds.
+    Repeated blocks where the model has them; otherwise each direct child with parameters. A
+    module that shares a parameter with a module outside it (tied weights) is not a unit. The
+    root (not listed) is sharded last and holds every parameter no unit holds, tied ones
+    included.
     """
+    held = _holders(model)
     blocks: list[tuple[str, nn.Module]] = []
     chosen: set[int] = set()
     inside: set[int] = set()  # modules within a chosen block
@@ -74,14 +99,19 @@ def shard_units(model: nn.Module) -> list[tuple[str, nn.Module]]:
         if len(children) < 2:
             continue
         for child_name, child in children:
-            if id(child) in chosen:
+            qualified = f"{name}.{child_name}" if name else child_name
+            if id(child) in chosen or not _self_contained(qualified, child, held):
                 continue
             chosen.add(id(child))
             inside.update(id(m) for m in child.modules())
-            blocks.append((f"{name}.{child_name}" if name else child_name, child))
+            blocks.append((qualified, child))
     if blocks:
         return blocks
-    return [(n, c) for n, c in model.named_children() if _holds_parameters(c)]
+    return [
+        (n, c)
+        for n, c in model.named_children()
+        if _holds_parameters(c) and _self_contained(n, c, held)
+    ]
 
 
 def unit_names(model: nn.Module) -> list[str]:
@@ -107,6 +137,32 @@ class FSDPStrategy(DDPStrategy):
     def __init__(self, env: DistEnv, backend: str, device_type: str, **kwargs: Any) -> None:
         super().__init__(env, backend, device_type, **kwargs)
         self.units: list[str] = []  # what wrap() sharded, for describe()
+
+    @classmethod
+    def refuses(cls, model: nn.Module, device_type: str, varying: str = "") -> str | None:
+        """ddp's refusals; sparse gradients (FSDP2 shards gradients as dense tensors); and
+        parameters used in some steps only (``varying``, found by running the model): FSDP2
+        reduce-scatters only the gradients each process has, packed together, so when the
+        processes used different parameters their packs do not line up (a crash, or mixed-up
+        gradients without an error)."""
+        if varying:
+            return (
+                f"--strategy fsdp: {varying} get a gradient in some steps and none in others "
+                "(a branch picked by the batch or at random); FSDP2 reduces only the gradients "
+                "each process has, so processes that took different branches mix them up or "
+                "crash: use --strategy ddp (with --find-unused-parameters)"
+            )
+        sparse = [
+            n
+            for n, m in model.named_modules()
+            if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse
+        ]
+        if sparse:
+            return (
+                f"--strategy fsdp: {', '.join(sparse[:3])} (sparse=True) would give sparse "
+                "gradients, which FSDP2 cannot shard; use --strategy ddp, or sparse=False"
+            )
+        return super().refuses(model, device_type)
 
     @classmethod
     def from_spec(cls, spec: StrategySpec, env: DistEnv) -> FSDPStrategy:

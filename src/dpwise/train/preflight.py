@@ -17,6 +17,14 @@ from dpwise.train.config import TrainConfig
 from dpwise.workload.spec import Workload
 
 
+def varying(workload: Workload, seed: int) -> str:
+    """The layers whose parameters running the model (dpwise.diagnosis) found used in some steps
+    only, as text ("" when none, or when the model could not be run)."""
+    from dpwise.diagnosis import group, probe_workload
+
+    return group(probe_workload(workload, seed).unused.sometimes)
+
+
 def check_static_graph(workload: Workload, seed: int) -> None:
     """--static-graph breaks in backward when the used parameters change: catch that up front."""
     from dpwise.diagnosis import probe_workload
@@ -30,6 +38,53 @@ def check_static_graph(workload: Workload, seed: int) -> None:
             "of the model and none in others, but a static graph needs the same every step; "
             "use --find-unused-parameters instead"
         )
+
+
+def meta_model(workload: Workload) -> Any:
+    """The workload's model built on the meta device (shapes only, no memory), or None where its
+    factory cannot build there (its workers then find what these checks would)."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            return workload.build_model()
+    except Exception:
+        return None
+
+
+def check_model(
+    workload: Workload, strategy: str, device_type: str, optimizer: str, varying: str = ""
+) -> None:
+    """What the strategy or the optimizer cannot do with this model, refused in one line before
+    any process starts: SyncBatchNorm on the CPU under ddp or fsdp, sparse gradients under fsdp
+    or with AdamW, parameters used in some steps only (``varying``, from the model probe) under
+    fsdp."""
+    from dpwise import strategies
+
+    model = meta_model(workload)
+    if model is None:
+        return
+    reason = strategies.refusal(strategy, model, device_type, varying)
+    if reason:
+        raise DpwiseError(reason)
+    check_optimizer(model, optimizer)
+
+
+def check_optimizer(model: Any, optimizer: str) -> None:
+    """An optimizer that cannot take the model's gradients (sparse ones), refused in one line;
+    nothing checked where the model could not be built (None)."""
+    from dpwise.diagnosis.layers import sparse_layers
+
+    sparse = [] if model is None else sparse_layers(model)
+    if sparse and optimizer in DENSE_ONLY:
+        raise DpwiseError(
+            f"--optimizer {optimizer}: {', '.join(layer.label for layer in sparse[:3])} "
+            f"(sparse=True) give sparse gradients, which {DENSE_ONLY[optimizer]} cannot take; use "
+            "--optimizer sgd, or sparse=False"
+        )
+
+
+DENSE_ONLY = {"adamw": "torch.optim.AdamW"}  # optimizers that refuse sparse gradients
 
 
 def check_resume(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpwise import strategies
 from dpwise.dist.env import DistEnv
 from dpwise.dist.launch import launch, node_network
 from dpwise.infra.atomic import remove_stale_temporaries
@@ -26,6 +27,14 @@ def run_train(cfg: TrainConfig) -> None:
     workload = workload_for(cfg).validate()
     if not cfg.quiet and workload.data_factory is None:
         print(f"data: {workload.data_description()}", flush=True)
+    varying = (
+        preflight.varying(workload, cfg.seed)
+        if strategies.traits(plan.strategy.name).shards_model
+        else ""
+    )
+    preflight.check_model(
+        workload, plan.strategy.name, plan.strategy.device_type, cfg.optimizer, varying
+    )
     if cfg.static_graph:
         preflight.check_static_graph(workload, cfg.seed)
     preflight.check_out(cfg, env)

@@ -3,7 +3,9 @@
 ``--data-arg`` fields: ``shape=3x224x224`` (one sample's input), ``dtype=float32``, ``classes=N``
 (integer labels), ``vocab=V`` and ``seq_len=T`` (token inputs; without ``classes`` the targets are
 the next tokens, as a language model trains), ``outputs=K`` (real-valued targets: regression),
-``inputs=dict`` (inputs as a dict: ``input_ids``/``attention_mask`` or ``pixel_values``),
+``inputs=dict`` (inputs as a dict: ``input_ids``/``attention_mask`` or ``pixel_values``;
+``inputs=dict+labels`` adds the targets as ``labels``, for a model that computes its own loss
+from them, as an encoder-decoder does),
 ``samples=N``. What is not given is inferred from the model (a transformers config, timm's
 ``pretrained_cfg``, torchvision's first layer and classifier) and the data says what it inferred.
 """
@@ -22,6 +24,7 @@ from dpwise.workload.objective import IGNORE_INDEX
 NAME = "synthetic"
 BYTES_CAP = 256 * 1024**2  # default sample count keeps the inputs under this size
 DEFAULT_SAMPLES = 1024
+INPUTS = ("tensor", "dict", "dict+labels")
 _DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
 
 
@@ -33,7 +36,7 @@ class Spec:
     classes: int | None = None
     outputs: int | None = None
     dtype: str = "float32"
-    inputs: str = "tensor"  # or "dict"
+    inputs: str = "tensor"  # or "dict", or "dict+labels" (the targets also as "labels")
     samples: int | None = None
     source: str = "given"
 
@@ -65,8 +68,8 @@ def spec_from_args(args: dict[str, Any]) -> Spec:
             raise DpwiseError(f"--data-arg {name} must be a positive integer, got {values[name]!r}")
     if values.get("dtype", "float32") not in _DTYPES:
         raise DpwiseError(f"--data-arg dtype must be one of {', '.join(_DTYPES)}")
-    if values.get("inputs", "tensor") not in ("tensor", "dict"):
-        raise DpwiseError("--data-arg inputs must be tensor or dict")
+    if values.get("inputs", "tensor") not in INPUTS:
+        raise DpwiseError(f"--data-arg inputs must be {', '.join(INPUTS[:-1])} or {INPUTS[-1]}")
     return Spec(**values)
 
 
@@ -135,11 +138,14 @@ def _from_transformers(model: nn.Module, config: Any) -> Spec:
     if "SequenceClassification" in cls:
         classes = config.num_labels
         return Spec(vocab=vocab, seq_len=seq, classes=classes, inputs="dict", source=where)
+    if getattr(config, "is_encoder_decoder", False) and hasattr(model, "lm_head"):
+        # a sequence-to-sequence LM (T5, BART …): its decoder's inputs come from the labels
+        return Spec(vocab=vocab, seq_len=seq, inputs="dict+labels", source=where)
     if "LM" in cls or "CausalLM" in cls:
         return Spec(vocab=vocab, seq_len=seq, inputs="dict", source=where)
     raise DpwiseError(
         f"cannot infer training targets for {cls} (no head); use a class with a head, e.g. "
-        f"--model-arg task=causal-lm, or give --data pkg.module:factory"
+        f"--model-arg task=causal-lm or task=seq2seq-lm, or give --data pkg.module:factory"
     )
 
 
@@ -198,13 +204,16 @@ def generate(spec: Spec, seed: int) -> tuple[Any, torch.Tensor]:
     if spec.tokens:
         tokens = torch.randint(0, spec.vocab, (n, spec.seq_len), generator=gen)
         x: Any = tokens
-        if spec.inputs == "dict":
+        if spec.inputs != "tensor":
             x = {"input_ids": tokens, "attention_mask": torch.ones_like(tokens)}
     else:
         x = torch.randn(n, *spec.shape, generator=gen).to(_DTYPES[spec.dtype])
-        if spec.inputs == "dict":
+        if spec.inputs != "tensor":
             x = {"pixel_values": x}
-    return x, _targets(spec, n, gen, tokens if spec.tokens else None)
+    targets = _targets(spec, n, gen, tokens if spec.tokens else None)
+    if spec.inputs == "dict+labels":
+        x["labels"] = targets
+    return x, targets
 
 
 def _targets(spec: Spec, n: int, gen: torch.Generator, tokens: torch.Tensor | None) -> torch.Tensor:
@@ -230,5 +239,7 @@ def describe(spec: Spec) -> str:
         "regression": f"{spec.outputs} real-valued outputs",
         "language modelling": "next-token targets",
     }.get(spec.task, "no targets")
-    as_dict = ", as a dict" if spec.inputs == "dict" else ""
+    as_dict = {"dict": ", as a dict", "dict+labels": ", as a dict with the targets as labels"}.get(
+        spec.inputs, ""
+    )
     return f"synthetic data: {what}{as_dict}, {target} ({spec.source})"

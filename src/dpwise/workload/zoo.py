@@ -4,14 +4,17 @@
 - ``timm:NAME``          → ``timm.create_model(NAME, pretrained=False, **args)``
 - ``transformers:X``     → X is a model type (``gpt2``, ``bert``, ``vit``) or a model class
   (``GPT2LMHeadModel``, ``BertForSequenceClassification``); ``--model-arg`` overrides the config's
-  defaults, and ``task=causal-lm|sequence-classification|image-classification|masked-lm`` picks the
-  head for a model type (default: causal-lm where the type has one, else image- then
+  defaults, and ``task=causal-lm|seq2seq-lm|sequence-classification|image-classification|masked-lm``
+  picks the head for a model type (default: causal-lm where the type has one, else seq2seq-lm
+  (T5, BART: an encoder-decoder trained on its labels), else image- then
   sequence-classification). Weights are freshly initialised from the seed.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +26,7 @@ LIBRARIES = ("torchvision", "timm", "transformers")
 _NO_DOWNLOAD = ("weights", "pretrained", "pretrained_cfg_overlay", "checkpoint_path")
 TASKS = {
     "causal-lm": "AutoModelForCausalLM",
+    "seq2seq-lm": "AutoModelForSeq2SeqLM",
     "image-classification": "AutoModelForImageClassification",
     "sequence-classification": "AutoModelForSequenceClassification",
     "masked-lm": "AutoModelForMaskedLM",
@@ -30,6 +34,7 @@ TASKS = {
 # The auto mappings that say which model types have which head (looked up in this order).
 _TASK_MAPPINGS = (
     ("causal-lm", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
+    ("seq2seq-lm", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
     ("image-classification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
     ("sequence-classification", "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"),
 )
@@ -60,14 +65,71 @@ def factory(spec: str) -> Callable[..., nn.Module]:
 
 
 def _import(library: str, spec: str) -> Any:
+    broken = broken_torchvision()
+    if broken and library != "transformers":  # timm and torchvision models need torchvision
+        raise DpwiseError(f"--model {spec}: {library} needs torchvision, but {broken}")
+    if broken:
+        sys.modules["torchvision"] = None  # type: ignore[assignment]  # transformers skips it
+        print(f"dpwise: note: {broken}; transformers runs without it", file=sys.stderr)
     try:
         return importlib.import_module(library)
+    except ModuleNotFoundError as exc:
+        if exc.name != library:
+            raise DpwiseError(
+                f"--model {spec}: {library} needs {exc.name}: {_first(exc)}"
+            ) from None
+        raise DpwiseError(
+            f"--model {spec}: {library} is not installed; pip install {library} (or dpwise's "
+            "models extra), or use pkg.module:factory"
+        ) from None
     except Exception as exc:  # an optional library can fail to import in any way
         raise DpwiseError(
-            f"--model {spec}: {library} is not usable here ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else 'import failed'}); install a {library} "
-            "build that matches your torch, or use pkg.module:factory"
+            f"--model {spec}: {library} is not usable here ({type(exc).__name__}: {_first(exc)}); "
+            f"install a {library} build that matches your torch, or use pkg.module:factory"
         ) from None
+
+
+def _first(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else "import failed"
+
+
+def broken_torchvision() -> str | None:
+    """Why the installed torchvision cannot load against this torch (a build for another torch or
+    CUDA: "operator torchvision::nms does not exist"), or None where it loads or is absent.
+
+    transformers imports torchvision whenever it is installed, so a broken one breaks every
+    transformers model with an unrelated message; timm and torchvision's models need it."""
+    if "torchvision" in sys.modules:
+        return None  # loaded already (or hidden by an earlier call)
+    try:
+        if importlib.util.find_spec("torchvision") is None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    try:
+        importlib.import_module("torchvision")
+    except Exception as exc:
+        for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+            del sys.modules[name]  # what the failed import left half-made
+        import torch
+
+        version = _version("torchvision")
+        return (
+            f"the installed torchvision{f' {version}' if version else ''} cannot load against "
+            f"torch {torch.__version__} ({type(exc).__name__}: {_first(exc)}): install the "
+            "torchvision built for this torch (from the index your torch came from), or "
+            "uninstall torchvision"
+        )
+    return None
+
+
+def _version(package: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def _torchvision(tv: Any, name: str, spec: str, kwargs: dict[str, Any]) -> nn.Module:
@@ -103,7 +165,23 @@ def _transformers(tf: Any, name: str, spec: str, kwargs: dict[str, Any]) -> nn.M
         model = _auto_model(tf, name, spec, task, kwargs)
     if hasattr(model.config, "use_cache"):
         model.config.use_cache = False  # training: no key/value cache
+    _decoder_start(model.config)
     return model
+
+
+def _decoder_start(config: Any) -> None:
+    """An encoder-decoder builds its decoder's inputs from the labels, shifted right after a
+    start token. A config made from scratch may leave that token unset (T5's lives in its
+    pretrained generation config): the pad token starts, as T5 and BART are trained."""
+    if not getattr(config, "is_encoder_decoder", False):
+        return
+    try:
+        start = config.decoder_start_token_id
+    except AttributeError:
+        start = None
+    if start is None:
+        pad = getattr(config, "pad_token_id", None)
+        config.decoder_start_token_id = 0 if pad is None else pad
 
 
 def _auto_model(tf: Any, model_type: str, spec: str, task: Any, kwargs: dict) -> nn.Module:
@@ -119,7 +197,7 @@ def _auto_model(tf: Any, model_type: str, spec: str, task: Any, kwargs: dict) ->
         raise DpwiseError(
             f"--model {spec}: task={task!r} is not one of {', '.join(TASKS)}"
             if task
-            else f"--model {spec}: {model_type} has no causal-lm, image- or sequence-"
+            else f"--model {spec}: {model_type} has no causal-lm, seq2seq-lm, image- or sequence-"
             "classification head; give --model-arg task=… or a model class name"
         )
     auto = getattr(tf, TASKS[task])

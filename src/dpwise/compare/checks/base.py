@@ -9,8 +9,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from dpwise.compare.checks.thresholds import CONFIDENCE, SPEED_MARGIN
+from dpwise.diagnosis.buffers import MutatedBuffer
 from dpwise.diagnosis.layers import Layer, group
 from dpwise.diagnosis.unused import Unused
+from dpwise.measure.agreement import Untrained
 from dpwise.measure.stats import median_interval, paired_ratios
 from dpwise.results.records import CheckResult, Run
 
@@ -30,6 +32,16 @@ class Diagnosis:
     unused: Unused = field(default_factory=Unused)
     ddp_options: dict[str, bool] = field(default_factory=dict)  # what the ddp runs passed to DDP
     probe_skipped: str | None = None  # why random layers were looked up by class name only
+    buffers: list[MutatedBuffer] = field(default_factory=list)  # changed by the forward
+    untrained: Untrained | None = None  # trainable parameters no run changed (None: not known)
+    param_dtypes: list[str] = field(default_factory=lambda: ["fp32"])  # bf16, fp32 …
+
+    @property
+    def read_buffers(self) -> list[MutatedBuffer]:
+        """Buffers the forward updates from its rows and the loss reads, BatchNorm's aside (their
+        own cause): each process's follow its own rows."""
+        bn = {layer.name for layer in self.batchnorm}
+        return [b for b in self.buffers if b.used and b.module not in bn]
 
     @property
     def known_cause(self) -> str | None:
@@ -41,6 +53,11 @@ class Diagnosis:
             causes.append(f"random layers ({group(self.stochastic)})")
         if self.loss_reduction != "mean":
             causes.append(f"a {self.loss_reduction}-reduced loss")
+        if self.read_buffers:
+            names = ", ".join(b.name for b in self.read_buffers[:3])
+            causes.append(
+                f"buffers updated from each process's rows and read by the loss ({names})"
+            )
         return " and ".join(causes) or None
 
 
@@ -72,6 +89,23 @@ def diverged(run: Run) -> bool:
     if run.diverged:
         return True
     return any(v is None or not math.isfinite(v) for v in run.losses)
+
+
+def params_agree(run: Run, tolerance: float) -> bool:
+    """Every parameter of the run within its dtype's tolerance of single's (compare.agreement);
+    a results.json written before the parameters were told from buffers: the largest
+    difference of both within ``tolerance``."""
+    detail = (run.diff_vs_single or {}).get("parameters")
+    if isinstance(detail, dict) and "beyond_tolerance" in detail:
+        return not detail["beyond_tolerance"]
+    diff = run.max_param_diff_vs_single
+    return diff is not None and diff <= tolerance
+
+
+def buffers_beyond(run: Run) -> list[str]:
+    """The buffers of the run beyond the tolerance of single's (none known in older files)."""
+    detail = (run.diff_vs_single or {}).get("buffers")
+    return list(detail.get("beyond_tolerance") or []) if isinstance(detail, dict) else []
 
 
 def peak(run: Run) -> int:

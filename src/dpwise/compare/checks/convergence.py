@@ -9,12 +9,15 @@ from dpwise.compare.checks.base import (
     CheckContext,
     CheckResult,
     Diagnosis,
+    buffers_beyond,
     diverged,
     median_rate,
+    params_agree,
 )
 from dpwise.diagnosis.layers import group
 from dpwise.diagnosis.unused import REDUCTION_ERROR
 from dpwise.infra.units import rate, sci
+from dpwise.measure.agreement import ULPS
 from dpwise.results.records import Run
 from dpwise.strategies import reference, traits
 from dpwise.train.finite import Divergence
@@ -26,37 +29,181 @@ def evaluate(ctx: CheckContext) -> CheckResult:
     runs, tolerance, why = list(ctx.runs), ctx.tolerance, ctx.diagnosis
     others = [r for r in runs if r.id != reference()]
     diffs = {r.id: r.max_param_diff_vs_single for r in others}
-    rows = [[r.label, _diff_text(r), _loss_text(r.losses[-1])] for r in runs if r.losses]
-    table = {"columns": ["run", "max |Δparam| vs single", "final loss"], "rows": rows}
-    figures = {"tolerance": tolerance, "max_diff": diffs, "ddp_options": why.ddp_options}
+    buffered = any(r.max_buffer_diff_vs_single is not None for r in others)
+    columns = ["run", "max |Δparam| vs single"]
+    columns += ["max |Δbuffer| vs single"] if buffered else []
+    rows = [
+        [r.label, _diff_text(r)]
+        + ([_buffer_text(r)] if buffered else [])
+        + [_loss_text(r.losses[-1])]
+        for r in runs
+        if r.losses
+    ]
+    table = {"columns": [*columns, "final loss"], "rows": rows}
+    figures = {
+        "tolerance": tolerance,
+        "max_diff": diffs,
+        "max_buffer_diff": {r.id: r.max_buffer_diff_vs_single for r in others},
+        "parameter_dtypes": why.param_dtypes,
+        "ddp_options": why.ddp_options,
+    }
+    if why.untrained is not None:
+        figures["untrained"] = why.untrained.to_json()
     bad = [r for r in runs if diverged(r)]
     if bad:
         return _diverged(runs, bad, tolerance, figures, table)
     worst = max(diffs.values(), default=0.0)
     note = ddp_options_note(runs, why)
     flag = "; ddp ran with find_unused_parameters=True" if note else ""
-    if worst <= tolerance:
+    within = f"(tolerance {_tolerance_text(tolerance, why)})"
+    failing = [r.label for r in others if not params_agree(r, tolerance)]
+    if failing:
         return CheckResult(
             NAME,
-            "pass",
-            f"every run ends within {sci(worst)} of the single-process parameters "
-            f"(tolerance {sci(tolerance)}){flag}",
-            _agreement(why) + note,
+            "fail",
+            f"{', '.join(failing)} differ from single by up to {sci(worst)} {within}{flag}",
+            explain_divergence(why, failing) + _buffers_note(others, why) + note,
             figures,
             table,
             "loss.png",
         )
-    failing = [r.label for r in others if r.max_param_diff_vs_single > tolerance]
+    if why.untrained:
+        return CheckResult(
+            NAME,
+            "warn",
+            f"every run ends within {sci(worst)} of the single-process parameters {within}, but "
+            f"{_untrained_count(why)} never changed in any run: the runs agree on what did not "
+            "train",
+            untrained_text(why) + _buffers_note(others, why) + note,
+            figures,
+            table,
+            "loss.png",
+        )
+    bn = {layer.name for layer in why.batchnorm}
+    normed = [r for r in others if any(b.rpartition(".")[0] in bn for b in buffers_beyond(r))]
+    if normed:  # BatchNorm computed other statistics: the parameters will follow
+        worst_buffer = max(r.max_buffer_diff_vs_single or 0.0 for r in normed)
+        labels = [r.label for r in normed]
+        return CheckResult(
+            NAME,
+            "fail",
+            f"{', '.join(labels)}: BatchNorm statistics differ from single by up to "
+            f"{sci(worst_buffer)}; parameters still within {sci(worst)} {within}{flag}",
+            explain_divergence(why, labels) + note,
+            figures,
+            table,
+            "loss.png",
+        )
+    differing = sorted({b for r in others for b in buffers_beyond(r)})
+    if differing:
+        worst_buffer = max(r.max_buffer_diff_vs_single or 0.0 for r in others)
+        return CheckResult(
+            NAME,
+            "warn",
+            f"every run ends within {sci(worst)} of the single-process parameters {within}; "
+            f"buffers differ by up to {sci(worst_buffer)} ({_names(differing)}){flag}",
+            buffers_text(others, why) + note,
+            figures,
+            table,
+            "loss.png",
+        )
     return CheckResult(
         NAME,
-        "fail",
-        f"{', '.join(failing)} differ from single by up to {sci(worst)} "
-        f"(tolerance {sci(tolerance)}){flag}",
-        explain_divergence(why, failing) + note,
+        "pass",
+        f"every run ends within {sci(worst)} of the single-process parameters {within}{flag}",
+        _agreement(why) + note,
         figures,
         table,
         "loss.png",
     )
+
+
+def _names(names: list[str], shown: int = 3) -> str:
+    more = f", … ({len(names)} in all)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def _tolerance_text(tolerance: float, why: Diagnosis) -> str:
+    """'1.0e-04', or '1.0e-04; bf16 parameters: 2 bf16 ulps at each tensor's largest value'."""
+    narrow = [d for d in why.param_dtypes if d in ("bf16", "fp16")]
+    if not narrow:
+        return sci(tolerance)
+    kinds = " and ".join(narrow)
+    return (
+        f"{sci(tolerance)}, or {ULPS} {kinds} units in the last place at a {kinds} tensor's "
+        "largest value where that is more"
+    )
+
+
+def _buffer_text(run: Run) -> str:
+    diff = run.max_buffer_diff_vs_single
+    return "—" if diff is None else sci(diff)
+
+
+def _untrained_count(why: Diagnosis) -> str:
+    u = why.untrained
+    assert u is not None
+    return f"{u.elements:,} of {u.trainable_elements:,} trainable parameter values"
+
+
+def untrained_text(why: Diagnosis) -> str:
+    """Trainable parameters that ended where they started in every run, single included."""
+    u = why.untrained
+    assert u is not None
+    never = why.unused.always
+    probe = (
+        f" Running the model on {why.unused.batch_count} different batches found no gradient "
+        f"reaching {group(never)}."
+        if never
+        else ""
+    )
+    return (
+        f"{_untrained_count(why)} ({_names(list(u.names))}) received no update in any run, single "
+        "included: every strategy agrees on them because nothing trained them, so the agreement "
+        f"says nothing about them.{probe} A frequent cause: torch.utils.checkpoint with "
+        "use_reentrant=True around a block whose inputs need no gradient (the block's parameters "
+        "get none); use use_reentrant=False, or make sure the parameters are meant to train "
+        "(requires_grad=False for frozen ones)."
+    )
+
+
+def buffers_text(others: list[Run], why: Diagnosis) -> str:
+    """Why buffers differ while the parameters agree: which, updated where, read or not."""
+    differing = sorted({b for r in others for b in buffers_beyond(r)})
+    known = {b.name: b for b in why.buffers}
+    named = [known[n].describe() for n in differing if n in known]
+    unknown = [n for n in differing if n not in known]
+    read = [n for n in differing if n in known and known[n].used]
+    parts = []
+    if named:
+        parts.append("; ".join(named[:4]) + ("; …" if len(named) > 4 else ""))
+    if unknown:
+        parts.append(f"{_names(unknown)} (not seen changing in a forward of the probe)")
+    effect = (
+        f"The loss reads {_names(read)}, so the parameters follow rank 0's statistic rather "
+        "than the global batch's: they still agree within the tolerance over these steps, but "
+        "the gap grows with training. Fix: update the buffer from the global batch (all-reduce "
+        "the statistic in forward, as SyncBatchNorm does), or compare with it frozen."
+        if read
+        else "The loss does not read them, so training is unaffected; a buffer used after "
+        "training (an EMA of the weights, running statistics for evaluation) will differ. Fix "
+        "where it matters: update it from the global batch (all-reduce the statistic in "
+        "forward, as SyncBatchNorm does)."
+    )
+    return (
+        f"The parameters agree, but buffers differ: {'; '.join(parts)}. A buffer the forward "
+        "updates follows the rows it saw: under DDP each process updates it from its own share "
+        "of the batch, and DDP broadcasts rank 0's buffers to the others before every forward "
+        "(broadcast_buffers=True), so the saved buffer is rank 0's, computed from rank 0's rows "
+        f"only (fsdp keeps each process's own; rank 0's is saved). {effect}"
+    )
+
+
+def _buffers_note(others: list[Run], why: Diagnosis) -> str:
+    differing = sorted({b for r in others for b in buffers_beyond(r)})
+    if not differing:
+        return ""
+    return f" Buffers differ too: {_names(differing)}."
 
 
 def _loss_text(loss: float | None) -> str:
@@ -166,6 +313,37 @@ def explain_divergence(why: Diagnosis, failing: list[str]) -> str:
             f"the loss is {why.loss_reduction}-reduced, so DDP's gradient average does not equal "
             "the global gradient. Fix: use reduction='mean'."
         )
+    if why.read_buffers:
+        causes.append(
+            f"The forward updates buffers from its rows and the loss reads them: "
+            f"{'; '.join(b.where for b in why.read_buffers[:4])}. Each process updates them from "
+            "its own share of the batch, and DDP broadcasts rank 0's buffers to the others before "
+            "every forward (broadcast_buffers=True): the loss then reads a statistic of rank 0's "
+            "rows, not of the global batch the single process saw. Fix: compute the statistic "
+            "over the global batch (all-reduce it in forward, as SyncBatchNorm does), or compare "
+            "with the buffer frozen."
+        )
+    sharded = [f for f in failing if f.startswith("fsdp")]
+    if why.unused.batches and sharded:
+        causes.append(
+            f"{group(why.unused.batches)} are used on some batches only. In a step where one "
+            "process's rows use them and another's do not, FSDP2 reduce-scatters only the "
+            "gradients each process has, packed together: the processes' packs do not line up, "
+            f"so {', '.join(sharded)} trained on mixed-up gradients without an error. ddp "
+            "(with find_unused_parameters=True) reduces every parameter every step and agrees "
+            "with single. Fix: use ddp for this model, or make every branch run on every batch "
+            "(multiply an unused branch's output by zero)."
+        )
+    narrow = [d for d in why.param_dtypes if d in ("bf16", "fp16")]
+    if narrow:
+        kinds = " and ".join(narrow)
+        causes.append(
+            f"The parameters are held in {kinds}: every update rounds them to {kinds}, and a "
+            "process that sums its own share of the batch rounds differently from one that sums "
+            f"it all, so the runs drift apart by units of {kinds}'s last place (the tolerance "
+            f"allows {ULPS}). Fix: keep fp32 parameters and compute in {kinds} with --precision "
+            f"{narrow[0]} (autocast), or accept the drift."
+        )
     if why.precision != "fp32":
         causes.append(
             f"--precision {why.precision} rounds each device's share of the batch separately; "
@@ -178,8 +356,9 @@ def explain_divergence(why: Diagnosis, failing: list[str]) -> str:
             else f"the model was not run ({why.probe_skipped}), only its layer classes were read"
         )
         causes.append(
-            f"no known cause was found in the model ({how}; no BatchNorm or sum-reduced loss, "
-            "fp32): look for non-deterministic kernels or randomness drawn outside the model."
+            f"no known cause was found in the model ({how}; no BatchNorm, no buffer the loss "
+            "reads, no sum-reduced loss, fp32 parameters and compute): look for "
+            "non-deterministic kernels or randomness drawn outside the model."
         )
     return f"{', '.join(failing)} did not reproduce the single-process run. " + " ".join(causes)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dpwise.compare.checks.base import Check, CheckContext, median_rate
+from dpwise.compare.checks.contention import impossible, impossible_text
 from dpwise.compare.checks.thresholds import SCALING_FLOOR
 from dpwise.infra.units import pct, rate
 from dpwise.results.filters import one_process_per_device
@@ -50,6 +51,20 @@ def evaluate(ctx: CheckContext) -> CheckResult:
         if device_type == "cpu"
         else "Each process drives one GPU."
     )
+    contended = [(r, b) for r, b in impossible(runs, device_type, cores) if r in ddp]
+    if contended:
+        return CheckResult(
+            NAME,
+            "warn",
+            f"contention, not scaling: {impossible_text(contended, cores)}",
+            "Scaling efficiency is the speed-up against single divided by the world size. On one "
+            f"CPU the processes share its {cores} cores, so no efficiency can be well above "
+            "100 %: these figures come from other processes slowing the multi-threaded single "
+            "run more than the one-thread workers. Measure again on a quiet machine. " + note,
+            {"efficiency": eff, "stops_growing_at": peak.world_size, "contention": True},
+            table,
+            "throughput.png",
+        )
     return CheckResult(
         NAME,
         _scaling_status(top, eff[top.world_size], device_type),

@@ -10,6 +10,7 @@ from dpwise.compare.checks.base import (
     compare,
     median_rate,
 )
+from dpwise.compare.checks.contention import busy_text, impossible, impossible_text, machine_load
 from dpwise.compare.checks.thresholds import CONFIDENCE, ONE_PROCESS_MARGIN, SPEED_MARGIN
 from dpwise.infra.units import rate
 from dpwise.results.records import Run
@@ -52,18 +53,26 @@ def evaluate(ctx: CheckContext) -> CheckResult:
         ],
         "rows": rows,
     }
-    real = [r for r in runs if not r.notes]  # a CPU pass-through is the single run again
-    best = max(real or runs, key=median_rate)
+    contended = impossible(runs, ctx.device_type, ctx.cpu_cores)
+    load = machine_load(runs)
+    busy = busy_text(load)
+    unreal = {r.id for r, _ in contended}
+    # a CPU pass-through is the single run again; a figure the CPU cannot produce is contention
+    real = [r for r in runs if not r.notes and r.id not in unreal]
+    best = max(real or runs[:1], key=median_rate)
     parallel = [r for r in real if r.world_size > 1]
     faster = [r for r in parallel if vs[r.id].outcome == "faster"]
     unsure = [r for r in parallel if vs[r.id].outcome == "inconclusive"]
     drift = drifted(runs)
     costly = wrapper_costs(runs)
     status = "pass" if (faster or not parallel) and not drift and not unsure else "warn"
+    if contended or busy:
+        status = "warn"
     return CheckResult(
         NAME,
         status,
-        f"fastest: {best.label} at {rate(median_rate(best))} samples/s "
+        _contention(contended, busy, ctx.cpu_cores)
+        + f"fastest: {best.label} at {rate(median_rate(best))} samples/s "
         f"({best.speedup_vs_single:.2f}× single)"
         + _finding(faster, unsure, parallel, drift)
         + _costs(costly, single),
@@ -77,6 +86,10 @@ def evaluate(ctx: CheckContext) -> CheckResult:
             "speedup": {r.id: r.speedup_vs_single for r in runs},
             "vs_single": {k: c.to_dict() for k, c in vs.items()},
             "inconclusive": [r.id for r in unsure],
+            "contention": {
+                r.id: {"speedup": r.speedup_vs_single, "at_most": b} for r, b in contended
+            },
+            "load": load,
             "drift_suspected_in": drift,
             "wrapper_cost_s_per_epoch": {
                 r.id: r.epoch_seconds.median - single.epoch_seconds.median for r in costly
@@ -85,6 +98,20 @@ def evaluate(ctx: CheckContext) -> CheckResult:
         table,
         "throughput.png",
     )
+
+
+def _contention(found: list, busy: str | None, cores: int) -> str:
+    """The summary's opening where contention made the figures: what no CPU can do, and the
+    load."""
+    parts = []
+    if found:
+        parts.append(
+            f"figures this CPU cannot produce, from contention (other processes slowed the runs "
+            f"unevenly), not from the strategies: {impossible_text(found, cores)}"
+        )
+    if busy:
+        parts.append(busy)
+    return "; ".join(parts) + ". " if parts else ""
 
 
 def _finding(faster: list[Run], unsure: list[Run], parallel: list[Run], drift: list[str]) -> str:

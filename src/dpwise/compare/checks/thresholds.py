@@ -24,3 +24,8 @@ FSDP_LESS_MEMORY = 1.0
 BYTES_TOLERANCE = 0.05
 # "DDP scales almost linearly": scaling efficiency at the largest world size at or above this.
 NEAR_LINEAR = 0.85
+# Contention: on a CPU a run of W processes can at most use min(W, cores) cores where single used
+# at least one, so its speed-up cannot pass min(W, cores) × this margin (threads that gain little
+# in single leave room for some of it); a one-process run cannot beat single beyond
+# ONE_PROCESS_MARGIN. A figure past these is other processes' load, not the strategy.
+CONTENTION_MARGIN = 1.25

@@ -30,6 +30,11 @@ def test_default_compare_passes_convergence_for_every_strategy(default_report):
     for key in ("recommendation", "claims", "environment", "runs"):
         assert results[key]
     assert set(results["recommendation"]) >= {"strategy", "reasons"}
+    # OpenMP threads sleep while they wait (dpwise.infra.hardware.quiet_waits), and the load
+    # while the runs measured is recorded
+    assert results["environment"]["omp_wait_policy"] == "PASSIVE"
+    assert 0 <= results["load"]["other_cpu_share"]["median"] <= 1
+    assert all(len(r["other_cpu_share"]["values"]) == 2 for r in results["runs"])
 
 
 def test_measurements_are_real_numbers(default_report):

@@ -41,19 +41,22 @@ def test_fsdp_below_ddp_passes_the_memory_check_on_the_cpu_with_both_peaks():
 
 
 def test_fsdp_not_below_ddp_warns_with_both_peaks():
-    result = checks.MEMORY(context(_cpu_runs(30 * MIB, 31 * MIB), device_type="cpu"))
+    result = checks.MEMORY(context(_cpu_runs(30 * MIB, 33 * MIB), device_type="cpu"))
     assert result.status == "warn"
-    assert result.figures["fsdp_over_ddp"] == pytest.approx(31 / 30)
-    assert "did not need less than DDP" in result.summary and "31.0 MiB" in result.summary
+    assert result.figures["fsdp_over_ddp"] == pytest.approx(33 / 30)
+    assert "did not need less than DDP" in result.summary and "33.0 MiB" in result.summary
 
 
 def test_a_gap_under_one_gradient_copy_is_said_to_be_no_measurable_difference():
     # the fakes' fsdp run has 2,000,000 bytes of gradients (1.9 MiB)
     close = checks.MEMORY(context(_cpu_runs(30 * MIB, 29 * MIB), device_type="cpu"))
-    assert close.status == "pass" and close.figures["fsdp_within_one_gradient_copy"] is True
+    # a pass needs a difference that can be measured (0.977 and 0.996 used to pass)
+    assert close.status == "warn" and close.figures["fsdp_within_one_gradient_copy"] is True
     assert "no measurable difference" in close.explanation
+    assert "FSDP no measurable difference from DDP" in close.summary
     row = _claims(_cpu_runs(30 * MIB, 29 * MIB))[FSDP_CLAIM]
-    assert row["verdict"] == "held" and "under one copy of the gradients" in row["why"]
+    assert row["verdict"] == "not measurable here"
+    assert "under one copy of the gradients" in row["why"]
     far = checks.MEMORY(context(_cpu_runs(40 * MIB, 30 * MIB), device_type="cpu"))
     assert far.figures["fsdp_within_one_gradient_copy"] is False
     assert "no measurable difference" not in far.explanation
@@ -113,8 +116,8 @@ def test_the_claims_gain_fsdp_s_memory_row_with_the_measured_ratio_and_its_sourc
     )
     assert "FSDP docs" in row["source"] and "ZeRO" in row["source"]
     assert "saved 10.0 MiB" in row["why"]
-    worse = _claims(_cpu_runs(30 * MIB, 31 * MIB))[FSDP_CLAIM]
-    assert worse["verdict"] == "did not hold" and "1.0 MiB above DDP's" in worse["why"]
+    worse = _claims(_cpu_runs(30 * MIB, 33 * MIB))[FSDP_CLAIM]
+    assert worse["verdict"] == "did not hold" and "3.0 MiB above DDP's" in worse["why"]
 
 
 def test_the_fsdp_row_is_absent_unless_fsdp_and_ddp_ran_at_one_size():

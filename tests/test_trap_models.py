@@ -347,3 +347,40 @@ def test_t5_by_type_trains_as_a_seq2seq_lm_on_its_labels(run_here, tmp_path):
         proc = run_here("train", "--model", model, *tiny, "--epochs", "1", "--max-steps", "2")
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "T5ForConditionalGeneration" in proc.stdout and "targets as labels" in proc.stdout
+
+
+def test_train_without_out_says_it_wrote_nothing(run_here):
+    proc = run_here("train", "--epochs", "1", "--max-steps", "2")
+    assert proc.returncode == 0 and "wrote nothing: give --out DIR" in proc.stdout
+
+
+@pytest.mark.slow
+def test_fsdp_s_view_tensor_warning_is_said_once_with_whether_it_applies(run_here, tmp_path):
+    args = ["--model", "trapmodels:view_model", "--strategy", "fsdp", "--nproc", "2"]
+    proc = run_here("train", *args, "--epochs", "1", "--max-steps", "3", "--quiet")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.count("FSDP2 warns that a sharded unit") == 1
+    assert "returned a view tensor" not in proc.stderr  # FSDP2's own, once per unit and step
+
+
+def test_tiny_byte_counts_show_a_number_not_zero_mib():
+    from dpwise.infra.units import mib
+
+    assert mib(6_200) == "6.05 KiB" and mib(48) == "48 B"
+    assert mib(3 * 2**20) == "3.0 MiB" and mib(0) == "0.0 MiB" and mib(None) == "–"
+
+
+@pytest.mark.slow
+def test_fsdp_trains_a_tied_pair_like_single_and_keeps_the_tie(run_here, tmp_path):
+    from conftest import load_state, max_abs_diff
+
+    model = ["--model", "trapmodels:tied_pair_model", "--epochs", "1", "--max-steps", "4"]
+    assert run_here("train", *model, "--quiet", "--out", str(tmp_path / "s")).returncode == 0
+    proc = run_here(
+        "train", *model, "--strategy", "fsdp", "--nproc", "2", "--quiet", "--out",
+        str(tmp_path / "f"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    single, fsdp = load_state(tmp_path / "s" / "final.pt"), load_state(tmp_path / "f" / "final.pt")
+    assert max_abs_diff(single, fsdp) <= 1e-6
+    assert torch.equal(fsdp["out.weight"], fsdp["out2.weight"])

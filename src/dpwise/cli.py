@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from dpwise.infra.hardware import quiet_waits
+
+    quiet_waits()  # before anything imports torch
     from dpwise.dist.launch import WorkerFailed
     from dpwise.infra import interrupts
 

@@ -3,6 +3,7 @@ verdict."""
 
 from __future__ import annotations
 
+import os
 import platform
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -128,6 +129,7 @@ def environment(hw: Hardware, device_type: str, backend: str) -> dict[str, Any]:
         "python_version": platform.python_version(),
         "platform": platform.platform(),
         "backend": backend,
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
     }
 
 

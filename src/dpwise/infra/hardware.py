@@ -98,6 +98,20 @@ def torch_threads() -> int:
     return torch.get_num_threads()
 
 
+# OpenMP threads that wait for work sleep instead of spinning. A spinning thread burns the time
+# slice its partner needs once other processes share the cores: with two CPU-bound jobs beside it,
+# a 2-thread single run kept 6 % of its quiet throughput under GNU OpenMP's default policy and 35 %
+# with PASSIVE, which cost nothing on a quiet machine (1.01×; bench/omp_wait_policy.py,
+# docs/measurements.md). A user's own OMP_WAIT_POLICY is kept.
+WAIT_POLICY = "PASSIVE"
+
+
+def quiet_waits() -> None:
+    """OMP_WAIT_POLICY=PASSIVE unless set: before torch is imported (OpenMP reads it as it loads),
+    so that this process and every process it starts have it."""
+    os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+
+
 def configure_threads(threads: int | None, workers_per_node: int) -> int:
     """Threads of this process: ``threads`` when given (--threads); else, when several workers
     share this node and OMP_NUM_THREADS does not say, the cores divided among them. Returns the

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 
 def mib(n: float | None) -> str:
-    return "–" if n is None else f"{n / 1024**2:.1f} MiB"
+    """MiB with one decimal; a size that would show as 0.0 MiB in the unit that shows it."""
+    if n is None:
+        return "–"
+    if n and abs(n) < 0.05 * 1024**2:
+        return size(n)
+    return f"{n / 1024**2:.1f} MiB"
 
 
 def gib(n: float | None) -> str:

@@ -39,6 +39,7 @@ CLAIM_TONES = (  # (word in the verdict, tone), first match wins
     ("not hold", "fail"),
     ("cannot", "skip"),
     ("not tested", "skip"),
+    ("not measurable", "warn"),
     ("partly", "warn"),
     ("partially", "warn"),
     ("hold", "pass"),

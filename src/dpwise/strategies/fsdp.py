@@ -190,6 +190,7 @@ class FSDPStrategy(DDPStrategy):
             fsdp.fully_shard(unit, mesh=mesh, mp_policy=policy)
         fsdp.fully_shard(model, mesh=mesh, mp_policy=policy)
         self.units = [name for name, _ in units] + [ROOT]
+        _comment_view_warning(self.is_main)
         return model
 
     def unwrap(self, model: nn.Module) -> nn.Module:
@@ -239,6 +240,42 @@ class FSDPStrategy(DDPStrategy):
             "notes": [f"fsdp shards {len(self.units)} unit(s): {', '.join(self.units)}"],
             "sharded_units": list(self.units),
         }
+
+
+VIEW_WARNING = "returned a view tensor"
+VIEW_NOTE = (
+    "dpwise: note: FSDP2 warns that a sharded unit ({units}) returns a view: an in-place op on "
+    "that output before backward (x += y) would skip the unit's all-gather and give wrong "
+    "gradients. It applies only if the model or loss changes the output in place; dpwise's loop "
+    "does not. Whether gradients went wrong shows in the parameters: `dpwise compare "
+    "--strategies single,fsdp` fails its convergence check if they did."
+)
+_VIEW_SEEN: list[bool] = []
+
+
+def _comment_view_warning(show: bool) -> None:
+    """FSDP2's view-tensor warning, said once with whether it applies (rank 0; once per
+    process), instead of once per unit and step without comment."""
+    import re
+    import sys
+    import warnings
+
+    if _VIEW_SEEN:
+        return
+    _VIEW_SEEN.append(True)
+    original = warnings.showwarning
+
+    def show_warning(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
+        text = str(message)
+        if VIEW_WARNING not in text or "FSDP2" not in text:
+            return original(message, category, filename, lineno, file, line)
+        if show and len(_VIEW_SEEN) == 1:
+            _VIEW_SEEN.append(True)
+            found = re.search(r"module \(([^)]*)\)", text)
+            print(VIEW_NOTE.format(units=found.group(1) if found else "?"), file=sys.stderr)
+        return None
+
+    warnings.showwarning = show_warning
 
 
 def _full() -> Any:

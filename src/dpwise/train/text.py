@@ -42,6 +42,8 @@ def summary_lines(metrics: dict[str, Any]) -> list[str]:
     lines.append(f"peak memory ({metrics['peak_memory'][0]['kind']}): {peaks}")
     if metrics.get("out"):
         lines.append(f"wrote {metrics['out']}/final.pt and {metrics['out']}/metrics.json")
+    else:
+        lines.append("wrote nothing: give --out DIR to keep final.pt and metrics.json")
     return lines
 
 

@@ -102,17 +102,23 @@ def _fsdp_part(runs: list[Run]) -> _Part | None:
             "their peaks per process.",
         )
     ratio = peak(fsdp) / peak(ddp)
-    held = ratio < FSDP_LESS_MEMORY
     gradients = _gradient_bytes(fsdp)
     close = bool(gradients) and abs(peak(ddp) - peak(fsdp)) < gradients
+    held = ratio < FSDP_LESS_MEMORY and not close  # a saving is one that can be measured
+    verdict = (
+        "needed less than DDP"
+        if held
+        else "no measurable difference from DDP"
+        if close
+        else "did not need less than DDP"
+    )
     return _Part(
         "pass" if held else "warn",
         f"peak per process: {fsdp.label} {mib(peak(fsdp))}, {ddp.label} {mib(peak(ddp))} "
-        f"({fsdp.label} / {ddp.label} = {ratio:.3f}): FSDP "
-        + ("needed less than DDP" if held else "did not need less than DDP"),
+        f"({fsdp.label} / {ddp.label} = {ratio:.3f}): FSDP " + verdict,
         FSDP_EXPLANATION
         + _most_saved(gradients, fsdp.world_size)
-        + ("" if held else FSDP_NO_SAVING)
+        + ("" if held or close else FSDP_NO_SAVING)
         + (_close(gradients) if close else ""),
         {
             "ddp_peak_bytes": peak(ddp),

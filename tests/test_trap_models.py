@@ -356,6 +356,10 @@ def test_train_without_out_says_it_wrote_nothing(run_here):
 
 @pytest.mark.slow
 def test_fsdp_s_view_tensor_warning_is_said_once_with_whether_it_applies(run_here, tmp_path):
+    from dpwise.dist import forking
+
+    # the workers print to the fork server's stderr: one started under this test's capture
+    forking.stop_now()
     args = ["--model", "trapmodels:view_model", "--strategy", "fsdp", "--nproc", "2"]
     proc = run_here("train", *args, "--epochs", "1", "--max-steps", "3", "--quiet")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -384,3 +388,12 @@ def test_fsdp_trains_a_tied_pair_like_single_and_keeps_the_tie(run_here, tmp_pat
     single, fsdp = load_state(tmp_path / "s" / "final.pt"), load_state(tmp_path / "f" / "final.pt")
     assert max_abs_diff(single, fsdp) <= 1e-6
     assert torch.equal(fsdp["out.weight"], fsdp["out2.weight"])
+
+
+def test_the_speed_check_always_says_how_busy_the_machine_was():
+    quiet = [
+        replace(r, other_cpu_share=Spread(median=0.03, max=0.05, values=(0.01, 0.03, 0.05)))
+        for r in (run("single", 1000), run("ddp-2", 900))
+    ]
+    said = checks.SPEED(context(quiet, cpu_cores=2)).explanation
+    assert "Other processes used 3 % of the machine's cores while the runs measured" in said

@@ -12,7 +12,7 @@ from dpwise.compare.checks.base import (
 )
 from dpwise.compare.checks.contention import busy_text, impossible, impossible_text, machine_load
 from dpwise.compare.checks.thresholds import CONFIDENCE, ONE_PROCESS_MARGIN, SPEED_MARGIN
-from dpwise.infra.units import rate
+from dpwise.infra.units import pct, rate
 from dpwise.results.records import Run
 
 NAME = "speed"
@@ -80,7 +80,10 @@ def evaluate(ctx: CheckContext) -> CheckResult:
         "repeat is an untimed warm-up when it has more than one); the runs took turns in "
         f"{repeats} interleaved rounds, one run computing at a time, so a change in the "
         f"machine's speed hits every run alike, and each run is compared with single round by "
-        f"round. {RULE}" + (ONE_PROCESS_NOTE if drift else "") + (WRAPPER_NOTE if costly else ""),
+        f"round. {RULE}"
+        + (ONE_PROCESS_NOTE if drift else "")
+        + (WRAPPER_NOTE if costly else "")
+        + _load_note(load),
         {
             "fastest": best.id,
             "speedup": {r.id: r.speedup_vs_single for r in runs},
@@ -97,6 +100,18 @@ def evaluate(ctx: CheckContext) -> CheckResult:
         },
         table,
         "throughput.png",
+    )
+
+
+def _load_note(load: dict | None) -> str:
+    """How busy the machine was while the runs measured, said whether busy or not."""
+    if not load:
+        return ""
+    share = load["other_cpu_share"]
+    return (
+        f" Other processes used {pct(share['median'])} of the machine's cores while the runs "
+        f"measured (median over every repeat; up to {pct(share['max'])})"
+        + ("; at 25 % or more the machine counts as busy." if load["busy"] else ".")
     )
 
 

@@ -54,15 +54,17 @@ docs-check: $(STAMP)
 
 # The suite runs on PYTEST_WORKERS processes (pytest-xdist), a test file on one of them: a
 # module's fixture is made once, and the network-namespace tests (each sweeps away the pairs it
-# finds) never meet. It prints the ten slowest tests. The docs' strict build runs beside it (its
-# line comes after the suite's); either failing fails the target.
+# finds) never meet. It prints the ten slowest tests. The lint (ruff, the layer contracts) and the
+# docs' strict build run beside it (their lines come after the suite's); any failing fails the
+# target.
 PYTEST = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=10
-test: lint
+test: $(STAMP)
 	@echo "$(PYTEST)"; tmp=$$(mktemp) && trap 'rm -f "$$tmp"' EXIT && \
-	  { $(MAKE) --no-print-directory docs-check >"$$tmp" 2>&1 & docs=$$!; } && \
+	  { { $(MAKE) --no-print-directory lint && $(MAKE) --no-print-directory docs-check; } \
+	    >"$$tmp" 2>&1 & checks=$$!; } && \
 	  $(PYTEST); \
-	  suite=$$?; wait $$docs; built=$$?; cat "$$tmp"; \
-	  test $$suite -eq 0 -a $$built -eq 0
+	  suite=$$?; wait $$checks; checked=$$?; cat "$$tmp"; \
+	  test $$suite -eq 0 -a $$checked -eq 0
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests bench docs/gen_rule_pages.py

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from conftest import load_state, max_abs_diff, run_cli, run_module
+from conftest import load_state, max_abs_diff, run_module
 from dpwise.cli import main
 
 pytestmark = pytest.mark.slow
@@ -15,23 +15,18 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, ddp_reference):
-    """single (in this process, through the command), dp and torchrun (fresh processes) and the
+    """single and dp (in this process, through the command), torchrun (a fresh process) and the
     shared ddp run (a fresh process: conftest.ddp_reference), each through the CLI."""
     root = tmp_path_factory.mktemp("equivalence")
     folders = {name: root / name for name in ("single", "dp", "torchrun")}
     results = {}
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(
-            ["train", "--strategy", "single", "--epochs", "2", "--out", str(folders["single"])]
-        )
-    assert code == 0, err.getvalue()
-    results["single"] = subprocess.CompletedProcess(
-        ["single"], code, out.getvalue(), err.getvalue()
-    )
-    proc = run_cli("train", "--strategy", "dp", "--epochs", "2", "--out", str(folders["dp"]))
-    assert proc.returncode == 0, proc.stderr
-    results["dp"] = proc
+    for name in ("single", "dp"):  # one process each: here, through the command
+        out, err = io.StringIO(), io.StringIO()
+        args = ["train", "--strategy", name, "--epochs", "2", "--out", str(folders[name])]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(args)
+        assert code == 0, err.getvalue()
+        results[name] = subprocess.CompletedProcess([name], code, out.getvalue(), err.getvalue())
     folders["ddp"], results["ddp"] = ddp_reference
     proc = run_module(
         "torch.distributed.run",

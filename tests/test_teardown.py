@@ -182,10 +182,13 @@ def _read(file) -> str:
     return file.read()
 
 
+RUNS = 3  # each run of the suite; bench/ddp_teardown_stress.py runs many
+
+
 @pytest.mark.slow
 def test_repeated_ddp_runs_of_a_transformer_finish(tmp_path):
     """A small version of bench/ddp_teardown_stress.py: each run must end, with its outputs."""
-    outs = [tmp_path / f"run{i}" for i in range(5)]
+    outs = [tmp_path / f"run{i}" for i in range(RUNS)]
     cmd = [sys.executable, "-c", REPEATED, *map(str, outs)]
     with (tmp_path / "stderr").open("w+") as err, subprocess.Popen(
         cmd, env=child_env(), stdout=subprocess.PIPE, stderr=err, text=True,
@@ -195,13 +198,13 @@ def test_repeated_ddp_runs_of_a_transformer_finish(tmp_path):
         threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
         ended = []
         try:
-            for i in range(5):
+            for i in range(RUNS):
                 ended.append(lines.get(timeout=180).split())
                 assert ended[-1] == [str(i), "0"], (ended, _read(err))
         except queue.Empty:
-            pytest.fail(f"run {len(ended) + 1} of 5 hung")
+            pytest.fail(f"run {len(ended) + 1} of {RUNS} hung")
         finally:
-            if proc.poll() is None and len(ended) < 5:
+            if proc.poll() is None and len(ended) < RUNS:
                 os.killpg(proc.pid, signal.SIGKILL)
         assert proc.wait(timeout=60) == 0, _read(err)
     for folder in outs:

@@ -15,6 +15,7 @@ from dpwise.train.plan import resolve
 from helpers_train import train_here
 
 CPU = Hardware(cuda_devices=0, cpu_cores=2)
+STEPS = 10  # enough to prove two nodes train as one process; an epoch adds nothing to that
 
 
 def test_multi_node_options_pass_through_to_the_launcher():
@@ -42,10 +43,11 @@ def test_single_node_gets_a_free_loopback_port_and_a_fresh_id():
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_nodes_on_loopback_train_like_one_process(tmp_path, strategy):
-    single, _ = train_here(tmp_path / "single", epochs=1)
+    single, _ = train_here(tmp_path / "single", epochs=1, max_steps=STEPS)
     args = [sys.executable, "-m", "dpwise", "train", "--strategy", strategy, "--nproc", "1",
             "--nnodes", "2", "--rdzv-endpoint", f"localhost:{free_port()}", "--threads", "1",
-            "--epochs", "1", "--quiet", "--out", str(tmp_path / "mn")]  # fmt: skip
+            "--epochs", "1", "--max-steps", str(STEPS), "--quiet",
+            "--out", str(tmp_path / "mn")]  # fmt: skip
     nodes = [
         subprocess.Popen(args, env=child_env(), stderr=subprocess.PIPE, text=True) for _ in range(2)
     ]

@@ -22,13 +22,14 @@ needs_netns = pytest.mark.skipif(
 )
 PORT = 29400  # inside a fresh namespace every port is free
 RUN_LIMIT_S = 180
+STEPS = 10  # enough to prove two hosts train as one process; an epoch adds nothing to that
 
 
 def _train_args(out: Path, endpoint: str) -> list[str]:
     return [
         sys.executable, "-m", "dpwise", "train", "--strategy", "ddp", "--nnodes", "2",
         "--nproc", "1", "--rdzv-endpoint", endpoint, "--threads", "1", "--epochs", "1",
-        "--timeout", "60", "--out", str(out),
+        "--max-steps", str(STEPS), "--timeout", "60", "--out", str(out),
     ]  # fmt: skip
 
 
@@ -36,7 +37,7 @@ def _train_args(out: Path, endpoint: str) -> list[str]:
 @pytest.mark.slow
 def test_ddp_across_two_namespaces_trains_like_one_process(tmp_path):
     assert REASON is None, REASON
-    single, _ = train_here(tmp_path / "single", epochs=1)
+    single, _ = train_here(tmp_path / "single", epochs=1, max_steps=STEPS)
     with netlab.NetPair(rate="1gbit") as net:
         endpoint = f"{net.addr['a']}:{PORT}"
         nodes = [

@@ -78,25 +78,27 @@ def train_args(req: AdviseRequest, results: dict | None, facts: dict) -> tuple[s
 
 
 def _model_facts(req: AdviseRequest, facts: dict, results: dict | None):
-    """The model's facts for the estimate, and its workload (None where only a count is known)."""
+    """The model's facts for the estimate, its workload and its meta-device model (None where
+    only a count is known)."""
     if req.params is not None:
-        return facts_from_count(req.params), None
+        return facts_from_count(req.params), None, None
     model, args, data, data_args, loss = _workload(req, results)
     if model is None:
-        return None, None
+        return None, None, None
     workload = resolve_workload(model, args, data, data_args, loss)
-    preflight.check_optimizer(preflight.meta_model(workload), facts["optimizer"].value)
+    meta = preflight.meta_model(workload)
+    preflight.check_optimizer(meta, facts["optimizer"].value)
     cfg = {
         "precision": facts["precision"].value,
         "optimizer": facts["optimizer"].value,
         "momentum": req.momentum,
         "seed": req.seed,
     }
-    return model_facts(workload, cfg), workload
+    return model_facts(workload, cfg), workload, meta
 
 
 def model_checks(
-    workload: Any, mf: Any, device_type: str, seed: int
+    workload: Any, meta: Any, mf: Any, device_type: str, seed: int
 ) -> tuple[dict[str, str], tuple[str, ...]]:
     """What the model itself rules out or needs: the strategies that cannot run it (by name, with
     the one-line reason), and the flags a ddp launch line needs (--find-unused-parameters when
@@ -108,7 +110,6 @@ def model_checks(
     if mf is not None and mf.parameters <= MAX_PARAMETERS:
         probe = probe_workload(workload, seed)
     varying = "" if probe is None else group(probe.unused.sometimes)
-    meta = preflight.meta_model(workload)
     refused = {}
     if meta is not None:
         for name in strategies.names():
@@ -155,9 +156,9 @@ def advise(req: AdviseRequest) -> dict[str, Any]:
         ):
             if given is None and facts[name].source == "given":
                 facts[name] = Fact(facts[name].value, "given", "from the results.json run")
-    mf, workload = _model_facts(req, facts, results)
+    mf, workload, meta = _model_facts(req, facts, results)
     gpus, nodes = int(facts["gpus"].value), int(facts["nodes"].value)
-    refused, ddp_flags = model_checks(workload, mf, "cuda" if gpus else "cpu", req.seed)
+    refused, ddp_flags = model_checks(workload, meta, mf, "cuda" if gpus else "cpu", req.seed)
     world = gpus * nodes if gpus else 2
     settings = Settings(
         facts["batch_size"].value,

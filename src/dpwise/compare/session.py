@@ -61,11 +61,14 @@ def check_runs(specs: list[RunSpec], workload: Any, optimizer: str, varying: str
     """Every strategy of the matrix can run the model (preflight.check_model), or the comparison
     is refused in one line before anything runs, naming the strategies that can."""
     refused = {}
+    model = preflight.meta_model(workload)  # built once, asked of every strategy
     for spec in specs:
         if spec.strategy in refused:
             continue
         try:
-            preflight.check_model(workload, spec.strategy, spec.device_type, optimizer, varying)
+            preflight.check_model(
+                workload, spec.strategy, spec.device_type, optimizer, varying, model
+            )
         except DpwiseError as exc:
             refused[spec.strategy] = str(exc)
     if refused:

@@ -27,14 +27,10 @@ def varying(workload: Workload, seed: int) -> str:
 
 def check_static_graph(workload: Workload, seed: int) -> None:
     """--static-graph breaks in backward when the used parameters change: catch that up front."""
-    from dpwise.diagnosis import probe_workload
-
-    varying = probe_workload(workload, seed).unused.sometimes
-    if varying:
-        from dpwise.diagnosis import group
-
+    found = varying(workload, seed)
+    if found:
         raise DpwiseError(
-            f"--static-graph: the parameters of {group(varying)} got a gradient in some passes "
+            f"--static-graph: the parameters of {found} got a gradient in some passes "
             "of the model and none in others, but a static graph needs the same every step; "
             "use --find-unused-parameters instead"
         )
@@ -53,15 +49,20 @@ def meta_model(workload: Workload) -> Any:
 
 
 def check_model(
-    workload: Workload, strategy: str, device_type: str, optimizer: str, varying: str = ""
+    workload: Workload,
+    strategy: str,
+    device_type: str,
+    optimizer: str,
+    varying: str = "",
+    model: Any = None,
 ) -> None:
     """What the strategy or the optimizer cannot do with this model, refused in one line before
     any process starts: SyncBatchNorm on the CPU under ddp or fsdp, sparse gradients under fsdp
     or with AdamW, parameters used in some steps only (``varying``, from the model probe) under
-    fsdp."""
+    fsdp. ``model``: the workload's meta-device model where the caller built it already."""
     from dpwise import strategies
 
-    model = meta_model(workload)
+    model = meta_model(workload) if model is None else model
     if model is None:
         return
     reason = strategies.refusal(strategy, model, device_type, varying)

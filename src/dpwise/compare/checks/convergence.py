@@ -94,7 +94,7 @@ def evaluate(ctx: CheckContext) -> CheckResult:
             table,
             "loss.png",
         )
-    differing = sorted({b for r in others for b in buffers_beyond(r)})
+    differing = _differing(others)
     if differing:
         worst_buffer = max(r.max_buffer_diff_vs_single or 0.0 for r in others)
         return CheckResult(
@@ -169,7 +169,7 @@ def untrained_text(why: Diagnosis) -> str:
 
 def buffers_text(others: list[Run], why: Diagnosis) -> str:
     """Why buffers differ while the parameters agree: which, updated where, read or not."""
-    differing = sorted({b for r in others for b in buffers_beyond(r)})
+    differing = _differing(others)
     known = {b.name: b for b in why.buffers}
     named = [known[n].describe() for n in differing if n in known]
     unknown = [n for n in differing if n not in known]
@@ -199,8 +199,13 @@ def buffers_text(others: list[Run], why: Diagnosis) -> str:
     )
 
 
+def _differing(others: list[Run]) -> list[str]:
+    """The buffers beyond the tolerance in any run, by name."""
+    return sorted({b for r in others for b in buffers_beyond(r)})
+
+
 def _buffers_note(others: list[Run], why: Diagnosis) -> str:
-    differing = sorted({b for r in others for b in buffers_beyond(r)})
+    differing = _differing(others)
     if not differing:
         return ""
     return f" Buffers differ too: {_names(differing)}."

@@ -10,6 +10,7 @@ from dpwise import __version__
 from dpwise.errors import DpwiseError
 
 COMMANDS = ("train", "compare", "advise", "env", "lint", "migrate", "probe-link")
+READ_ONLY = ("env", "lint")  # commands that run no model: the environment is theirs to report
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,8 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dpwise.infra.hardware import quiet_waits
+    from dpwise.infra import scratch
+    from dpwise.infra.hardware import check_thread_setting, quiet_waits
 
+    scratch.mark_command()  # every process it starts, and every temporary folder, is this one's
     quiet_waits()  # before anything imports torch
     from dpwise.dist.launch import WorkerFailed
     from dpwise.infra import interrupts
@@ -50,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if args.command not in READ_ONLY:
+            check_thread_setting()  # before torch reads it
         with interrupts.terminate_raises():  # SIGTERM ends a command as Ctrl-C does (exit 143)
             return args.func(args)
     except DpwiseError as exc:

@@ -7,11 +7,13 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 from conftest import child_env
 
 LEFT_BY_TORCH = "torchinductor_"  # torch's per-user compile cache: any torch program makes it
+TAG = "DPWISE_TEST_RUN"
 
 
 class LiveRun:
@@ -20,13 +22,14 @@ class LiveRun:
 
     def __init__(self, tmp: Path, *args: str) -> None:
         self.tmp = tmp
+        self.tag = uuid.uuid4().hex  # in the environment of every process the command starts
         tmp.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "dpwise", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=child_env({"TMPDIR": str(tmp)}),
+            env=child_env({"TMPDIR": str(tmp), TAG: self.tag}),
             start_new_session=True,
         )
         self.lines: list[str] = []
@@ -82,6 +85,17 @@ class LiveRun:
             os.killpg(self.proc.pid, 9)
             self.proc.wait()
 
+    def tagged(self) -> list[int]:
+        """Every live process that carries this run's tag: the command and what it started."""
+        return tagged(self.tag)
+
+    def outlived(self, grace: float = 15.0) -> list[int]:
+        """The command's processes still alive ``grace`` seconds after it ended."""
+        deadline = time.monotonic() + grace
+        while self.tagged() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return self.tagged()
+
     def temp_left(self) -> list[str]:
         return sorted(p.name for p in self.tmp.iterdir() if not p.name.startswith(LEFT_BY_TORCH))
 
@@ -101,3 +115,35 @@ def survivors(pids, grace: float = 10.0) -> list[int]:
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     return [p for p in pids if alive(p)]
+
+
+def tagged(tag: str) -> list[int]:
+    """Live processes whose environment holds ``TAG=tag`` (a forked process keeps the block of
+    the program it was forked from)."""
+    needle = f"{TAG}={tag}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and alive(int(entry)):
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    if needle in fh.read().split(b"\0"):
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def children(parent: int) -> list[int]:
+    """The live children of ``parent``, oldest first."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent and fields[0] not in ("Z", "X"):
+            found.append((int(fields[19]), int(entry)))  # field 22: the start time
+    return [pid for _, pid in sorted(found)]

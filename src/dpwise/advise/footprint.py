@@ -90,16 +90,14 @@ def io_bytes(workload: Workload, model: nn.Module, x: Any) -> tuple[int, int]:
 
 def measured_peak(workload: Workload, data: BatchSource, rows: int, cfg: dict[str, Any]) -> int:
     """Peak live CPU tensor bytes of two training steps, measured as `dpwise compare` does."""
-    import tempfile
-    from pathlib import Path
-
+    from dpwise.infra import scratch
     from dpwise.measure import profile
     from dpwise.train.engine import make_optimizer
     from dpwise.train.precision import Precision
 
     index = torch.arange(min(rows, len(data)))
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = Path(tmp) / "trace.json"
+    with scratch.folder("trace") as tmp:
+        trace = tmp / "trace.json"
         with profile.session("cpu", with_memory=True) as prof:
             torch.manual_seed(cfg["seed"])
             model = workload.build_model()

@@ -15,6 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
+from dpwise.infra import scratch
 from dpwise.results.document import Results
 
 STAGING = ".dpwise-partial"
@@ -26,6 +27,7 @@ def staging(out: Path) -> Path:
     folder = out / STAGING
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
+    scratch.own(scratch.TREE, folder)  # removed even if the command is killed
     return folder
 
 

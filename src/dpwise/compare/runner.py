@@ -8,7 +8,10 @@ computes at a time. The parent holds no model, no data and no profiler: its memo
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -16,7 +19,7 @@ from typing import Any
 
 from dpwise.compare.matrix import RunSpec
 from dpwise.compare.settings import RUN_MODULE, CompareConfig
-from dpwise.compare.turns import RunFailed, TurnHost, raise_failure
+from dpwise.compare.turns import RunFailed, TurnHost, raise_failure, silence
 from dpwise.compare.worker import run_process
 from dpwise.dist import forking
 from dpwise.dist.forking import context
@@ -47,7 +50,8 @@ class RunProcesses:
         ctx = context(RUN_MODULE)  # forked from a server that has imported torch
         forking.ensure_running(RUN_MODULE)  # a no-op where the command started it
         lent = forking.lend()  # a launched run forks its workers from the same server
-        self.host, self.specs = host, specs
+        self.host, self.specs, self.timeout = host, specs, cfg.timeout
+        self.heard: dict[str, tuple[int, float]] = {}  # run -> (beats, when they last changed)
         self.procs = {
             s.id: ctx.Process(
                 target=run_process, args=(s, cfg, host.address, lent), name=f"dpwise-{s.id}"
@@ -56,14 +60,17 @@ class RunProcesses:
         }
 
     def __enter__(self) -> RunProcesses:
-        for proc in self.procs.values():
+        for spec_id, proc in self.procs.items():
             proc.start()
+            self.heard[spec_id] = (0, time.monotonic())
         return self
 
     def __exit__(self, *exc: object) -> None:
         alive = [p for p in self.procs.values() if p.is_alive()]
         for proc in alive:
             proc.terminate()
+            with contextlib.suppress(OSError):  # a stopped process acts on SIGTERM only once
+                os.kill(proc.pid, signal.SIGCONT)  # continued
         deadline = time.monotonic() + STOP_GRACE_S
         for proc in alive:
             proc.join(max(0.0, deadline - time.monotonic()))
@@ -85,7 +92,29 @@ class RunProcesses:
                 failure = self.host.failure(spec.id)
                 if failure is not None:
                     raise_failure(spec.label, failure)
-                raise RunFailed(spec.label, f"its process exited with code {proc.exitcode}")
+                raise RunFailed(spec.label, "", _ended(proc.pid, proc.exitcode))
+        self._listen()
+
+    def _listen(self) -> None:
+        """Name a run whose process has not beaten for --timeout seconds (turns.Heartbeat)."""
+        now = time.monotonic()
+        for spec in self.specs:
+            if self.host.store.check([f"{spec.id}/probe/done"]):
+                continue  # its work is done: it exits
+            beats = self.host.beats(spec.id)
+            heard, since = self.heard[spec.id]
+            if beats != heard:
+                self.heard[spec.id] = (beats, now)
+            elif now - since > self.timeout:
+                raise silence(spec.label, self.procs[spec.id].pid, now - since, self.timeout)
+
+
+def _ended(pid: int | None, code: int | None) -> str:
+    """How a run's process ended without a word: its exit code, or the signal that killed it."""
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"its process (pid {pid}) was killed by {signal.Signals(-code).name}"
+    return f"its process (pid {pid}) exited with code {code} without saying why"
 
 
 def run_all(cfg: CompareConfig, specs: list[RunSpec], on_event: Event) -> list[Run]:

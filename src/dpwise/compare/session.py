@@ -85,7 +85,9 @@ def _measure_and_report(
     stage = publish.staging(cfg.out)  # the runs write here; the old report stays valid
     try:
         staged = replace(cfg, out=stage)
-        with CompareProgress(units, err, enabled=not cfg.quiet) as progress:
+        # a bar only on a terminal: in a log its last state would sit above any error line
+        shown = not cfg.quiet and err.is_terminal
+        with CompareProgress(units, err, enabled=shown) as progress:
             runs = run_all(staged, specs, progress.on_event)
         measured = time.perf_counter()
         results = assemble(staged, hw, runs, command, probe, workload)

@@ -5,12 +5,18 @@ the key, computes, and the run's rank 0 answers ``<run>/<turn>/done`` (with a pa
 needed). A failing process writes ``<run>/error``. Every wait is bounded: the parent's by a
 deadline and by watching the processes, the workers' by the store's timeout, and a worker whose
 parent died finds the store gone and stops.
+
+Each run process also beats (``Heartbeat``): a thread of its own raises ``<run>/beat`` every
+second, whatever the process computes. A run process stopped (SIGSTOP, Ctrl-Z, a debugger) or
+hung with the interpreter locked stops beating, and the parent ends the comparison after
+--timeout seconds of silence, naming the run (``silence``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -25,6 +31,7 @@ HOST = "127.0.0.1"
 WAIT_FOR_TURN_S = 24 * 3600  # a run process waits at most this long for its next turn
 POLL_S = 0.02  # how often the parent looks for an answer: ~0.5 % of a core, ≤ 20 ms late
 WATCH_EVERY_S = 0.5  # how often it looks for a failed or dead run process
+BEAT_S = 1.0  # how often a run process says it is alive
 
 
 class RunFailed(WorkerFailed):
@@ -51,6 +58,10 @@ class TurnHost:
     def failure(self, run_id: str) -> dict[str, str] | None:
         key = _key(run_id, "error")
         return json.loads(self.store.get(key)) if self.store.check([key]) else None
+
+    def beats(self, run_id: str) -> int:
+        """How many times the run's process has said it is alive."""
+        return int(self.store.add(_key(run_id, "beat"), 0))
 
     def wait(self, run_id: str, what: str, watch: Callable[[], None], timeout_s: float) -> str:
         """Wait for ``<run>/<what>``; ``watch`` raises when a process failed."""
@@ -111,6 +122,50 @@ class TurnClient:
         )
         with contextlib.suppress(Exception):  # the parent is gone: nobody is left to tell
             self.store.compare_set(_key(self.run_id, "error"), "", text)
+
+
+class Heartbeat:
+    """A run process's sign of life: a daemon thread that raises ``<run>/beat`` every BEAT_S
+    seconds over a store connection of its own. It stops with the process; a process whose
+    threads are all stopped, or whose interpreter stays locked, falls silent."""
+
+    def __init__(self, address: tuple[str, int], run_id: str) -> None:
+        self.address, self.key = address, _key(run_id, "beat")
+        self.thread = threading.Thread(target=self._beat, name="dpwise-heartbeat", daemon=True)
+
+    def start(self) -> Heartbeat:
+        self.thread.start()
+        return self
+
+    def _beat(self) -> None:
+        try:
+            store = dist.TCPStore(
+                self.address[0], self.address[1], is_master=False, timeout=timedelta(seconds=60)
+            )
+            while True:
+                store.add(self.key, 1)
+                time.sleep(BEAT_S)
+        except Exception:  # the parent is gone: nobody listens
+            return
+
+
+def silence(label: str, pid: int | None, seconds: float, timeout: float) -> RunFailed:
+    """The failure of a run whose process fell silent for --timeout seconds."""
+    how = "was stopped (SIGSTOP, Ctrl-Z, a debugger)" if _stopped(pid) else "gave no sign of life"
+    return RunFailed(
+        label,
+        "",
+        f"its process (pid {pid}) {how} for {seconds:.0f} s (--timeout {timeout:g}); dpwise "
+        "ended the comparison: find what stops it, or raise --timeout if such pauses are expected",
+    )
+
+
+def _stopped(pid: int | None) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] in (b"T", b"t")
+    except (OSError, IndexError):
+        return False
 
 
 def raise_failure(label: str, failure: dict[str, str]) -> None:

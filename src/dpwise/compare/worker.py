@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,12 @@ import torch.distributed as dist
 from dpwise.compare.matrix import RunSpec
 from dpwise.compare.measurement import Repeats, profiled_probe
 from dpwise.compare.settings import CompareConfig
-from dpwise.compare.turns import TurnClient
+from dpwise.compare.turns import Heartbeat, TurnClient
 from dpwise.dist import forking
 from dpwise.dist.env import DistEnv
 from dpwise.dist.launch import launch, run_guarded
 from dpwise.errors import DpwiseError
+from dpwise.infra import scratch
 from dpwise.infra.hardware import Hardware, configure_threads
 from dpwise.infra.interrupts import release
 from dpwise.link.probe import probe_link
@@ -63,6 +63,7 @@ def run_process(
 ) -> None:
     """The target of a run's process; a run of W processes starts its workers through the
     launcher, forked from ``server`` (the fork server that forked this process: forking.lend)."""
+    Heartbeat(address, spec.id).start()  # first: a stop or hang from here on is seen
     client = TurnClient(address, spec.id)
     try:
         forking.borrow(server)
@@ -115,9 +116,9 @@ def serve(spec: RunSpec, cfg: CompareConfig, client: TurnClient) -> None:
 
 def _probe(spec, cfg, plan, strategy, workload, data, repeats, threads, final) -> Run:
     timing = repeats.timing()  # read before the probe: peak RSS describes the training
-    with tempfile.TemporaryDirectory() as tmp:
+    with scratch.folder("trace") as tmp:
         trace = Path("traces") / f"{spec.id}.rank0.json"
-        where = cfg.out / trace if strategy.is_main else Path(tmp) / "trace.json"
+        where = cfg.out / trace if strategy.is_main else tmp / "trace.json"
         probe = profiled_probe(
             spec, plan, strategy, workload, data, where, cfg.profile_steps, last_work=True
         )

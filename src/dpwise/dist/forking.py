@@ -17,6 +17,14 @@ A process the server forked (a compare run) that launches workers of its own for
 same server (``lend`` in the parent, ``borrow`` in the child): a server of its own would import
 torch again (three to five seconds of a core per launched run).
 
+Nothing it starts outlives the command, however the command ends (``tether``): the kernel ends
+the server when the command dies (PR_SET_PDEATHSIG), and every process the server forks when the
+server dies, so a kill -9 of the command ends the whole tree, the way a clean exit does. A
+process group would not do it: a kill -9 reaches one process, and nobody would be left to signal
+the group; a watcher thread in each process would miss a stopped or hung command. The server,
+told of the command's death, first ends its children and removes the command's temporary
+folders (``infra.scratch``), then exits.
+
 Torch-free: imported before torch is, and by the server first of all.
 """
 
@@ -31,6 +39,9 @@ import signal
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from dpwise.infra import scratch
+from dpwise.infra.scratch import alive
+
 # The environment this module was imported with: in the fork server, the server's own (this
 # module is its first import), which every process it forks starts from.
 BASELINE = dict(os.environ)
@@ -39,6 +50,11 @@ _STOP_AT_EXIT: list[Any] = []  # the exit hook, once registered
 _BORROWED: list[int] = []  # the pid of the parent's server this process forks from (borrow)
 # What the server imports before it forks anything; a command adds its own worker module.
 PRELOAD = ["dpwise.dist.forking", "torch", "torch._dynamo"]
+_PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
+# The signal the kernel sends the server when the command dies: not SIGTERM or SIGINT, which
+# the server holds (interrupts.children_held) so that its children start with them held.
+_ORPHANED = signal.SIGHUP
+_REAP_S = 5.0  # how long the orphaned server waits for its killed children
 
 
 def start_method() -> str:
@@ -185,3 +201,134 @@ def adopt(environ: dict[str, str]) -> None:
     os.environ.clear()
     os.environ.update(environ)
     os.environ.update(own)
+
+
+# -- the tether: nothing dpwise starts outlives the command ---------------------------------------
+_libc: list[Any] = []
+_forker: list[int] = [0]  # the process about to fork (os.register_at_fork's "before")
+_server: dict[str, int] = {}  # in the fork server: its pid, its parent's
+
+
+def _death_signal(signum: int) -> None:
+    """Ask the kernel for ``signum`` when this process's parent dies (Linux; a no-op elsewhere)."""
+    if not _libc:
+        try:
+            import ctypes
+
+            _libc.append(ctypes.CDLL(None, use_errno=True))
+        except (ImportError, OSError):
+            _libc.append(None)
+    libc = _libc[0]
+    if libc is not None and hasattr(libc, "prctl"):
+        libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+
+
+def _in_fork_server() -> bool:
+    """True while multiprocessing's fork server imports its preload (this module first)."""
+    import sys
+
+    server = sys.modules.get("multiprocessing.forkserver")
+    code = getattr(getattr(server, "main", None), "__code__", None)
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _tether_server() -> None:
+    """In the fork server: end with the command; have every process forked from here (and from
+    those) end with its parent."""
+    _server.update(pid=os.getpid(), parent=os.getppid())
+    signal.signal(_ORPHANED, _orphaned)
+    _death_signal(_ORPHANED)
+    os.register_at_fork(before=_before_fork, after_in_child=_tether_child)
+    if not alive(_server["parent"]) or _server["parent"] == 1:  # died before the tether held
+        _orphaned(int(_ORPHANED), None)
+
+
+def _before_fork() -> None:
+    _forker[0] = os.getpid()
+
+
+def _tether_child() -> None:
+    """Right after a fork, in the child: SIGKILL when the parent dies; the server's handler is
+    not this process's."""
+    with contextlib.suppress(ValueError, OSError):
+        if signal.getsignal(_ORPHANED) is _orphaned:
+            signal.signal(_ORPHANED, signal.SIG_DFL)
+    _death_signal(signal.SIGKILL)
+    if os.getppid() != _forker[0]:  # the parent died between the fork and the line above
+        os._exit(1)
+
+
+def _orphaned(signum: int, frame: Any) -> None:
+    """The server's handler: when the command has died, end its processes, remove its temporary
+    folders, and exit. The same signal from anyone else, while the command lives, is ignored."""
+    if os.getpid() != _server.get("pid"):  # a child not yet past _tether_child
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    if os.getppid() == _server["parent"] and alive(_server["parent"]):
+        return
+    _end_children()
+    scratch.remove_of(scratch.command_pid())
+    _remove_listener_folder()
+    os._exit(0)
+
+
+def _end_children() -> None:
+    """SIGKILL every child of this process, and reap them (bounded: a child in the kernel's
+    uninterruptible sleep is left to the kernel)."""
+    import time
+
+    children = _children(os.getpid())
+    for pid in children:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + _REAP_S
+    while children and time.monotonic() < deadline:
+        for pid in list(children):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                children.remove(pid)
+        time.sleep(0.01)
+
+
+def _children(parent: int) -> list[int]:
+    """The pids whose parent is ``parent`` (from /proc; none where there is no /proc)."""
+    found = []
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and int(fields[1]) == parent:
+            found.append(int(entry))
+    return found
+
+
+def _remove_listener_folder() -> None:
+    """multiprocessing's folder for the server's socket (``pymp-*``): its owner, the command,
+    removes it at exit, which a kill -9 skips."""
+    import shutil
+    from multiprocessing import forkserver
+
+    address = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_address", None)
+    if isinstance(address, str):
+        folder = os.path.dirname(address)
+        if os.path.basename(folder).startswith("pymp-"):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+if _in_fork_server():
+    _tether_server()

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from dpwise.infra import interrupts
+from dpwise.infra import interrupts, scratch
 from dpwise.dist import forking, netaddr, peers
 from dpwise.dist.settings import LaunchSettings
 from dpwise.errors import DpwiseError
@@ -174,7 +174,7 @@ def _launch_folder() -> Iterator[Path]:
     torch's launcher puts its log folder (``torchelastic_*``) and its workers' error files
     (``pytorch-errorfile-*.pickle``) in the temporary folder and never removes them.
     """
-    folder = Path(tempfile.mkdtemp(prefix="dpwise-launch-"))
+    folder = scratch.make("launch")
     before = tempfile.tempdir
     tempfile.tempdir = str(folder)
     try:

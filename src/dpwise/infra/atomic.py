@@ -6,13 +6,14 @@ import contextlib
 import errno
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 from dpwise.errors import DpwiseError
 from dpwise.infra.interrupts import deferred
+from dpwise.infra.scratch import alive
 
 # A full file system, an exhausted quota, a file-size limit (ulimit -f): said in one line.
 _FREE = "free space there or write elsewhere (--out)"
@@ -28,14 +29,25 @@ _SUFFIX = ".tmp"
 
 
 @contextmanager
-def atomic_file(path: Path, fsync: bool = False, mode: int = 0o644) -> Iterator[BinaryIO]:
-    """Yield a temporary file beside ``path``; it replaces ``path`` only if the block succeeds."""
-    with atomic_files(path, fsync=fsync, mode=mode) as (fh,):
+def atomic_file(
+    path: Path,
+    fsync: bool = False,
+    mode: int = 0o644,
+    before_replace: Callable[[], None] | None = None,
+) -> Iterator[BinaryIO]:
+    """Yield a temporary file beside ``path``; it replaces ``path`` only if the block succeeds
+    (and ``before_replace``, called last before the rename, raises nothing)."""
+    with atomic_files(path, fsync=fsync, mode=mode, before_replace=before_replace) as (fh,):
         yield fh
 
 
 @contextmanager
-def atomic_files(*paths: Path, fsync: bool = False, mode: int = 0o644) -> Iterator[list[BinaryIO]]:
+def atomic_files(
+    *paths: Path,
+    fsync: bool = False,
+    mode: int = 0o644,
+    before_replace: Callable[[], None] | None = None,
+) -> Iterator[list[BinaryIO]]:
     """Like atomic_file for files that belong together: all of them are replaced, or none.
 
     The renames run with SIGINT and SIGTERM deferred: an interrupt cannot fall between them.
@@ -62,6 +74,8 @@ def atomic_files(*paths: Path, fsync: bool = False, mode: int = 0o644) -> Iterat
                 os.fsync(fh.fileno())
             fh.close()
         with deferred():
+            if before_replace is not None:
+                before_replace()
             for path, tmp in staged:
                 os.chmod(tmp, mode)
                 os.replace(tmp, path)
@@ -110,17 +124,7 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
     removed = []
     for tmp in folder.glob(f".*.*{_PID_END}*{_SUFFIX}") if folder.is_dir() else []:
         pid = tmp.name[1:].rsplit(_PID_END, 1)[0].rsplit(".", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             tmp.unlink(missing_ok=True)
             removed.append(tmp)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    return True

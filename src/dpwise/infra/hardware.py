@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from dpwise.errors import DpwiseError
+
 
 def cpu_cores() -> int:
     """Cores this process may run on (Linux affinity), else every core of the machine."""
@@ -110,6 +112,21 @@ def quiet_waits() -> None:
     """OMP_WAIT_POLICY=PASSIVE unless set: before torch is imported (OpenMP reads it as it loads),
     so that this process and every process it starts have it."""
     os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+
+
+def check_thread_setting() -> None:
+    """OMP_NUM_THREADS, when set, must be a positive count (OpenMP's list form, 4,2, too): 0 or
+    words make OpenMP warn and fall back to a thread per core in every process, so several
+    workers on a node oversubscribe it (2.6-4x slower epochs measured on 2 cores)."""
+    value = os.environ.get("OMP_NUM_THREADS")
+    if value is None:
+        return
+    parts = value.strip().split(",")
+    if not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+        raise DpwiseError(
+            f"OMP_NUM_THREADS={value!r} is not a thread count; unset it (dpwise then gives each "
+            "worker its share of the cores) or set a positive number"
+        )
 
 
 def configure_threads(threads: int | None, workers_per_node: int) -> int:

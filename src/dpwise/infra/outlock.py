@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dpwise.errors import DpwiseError
+from dpwise.infra import scratch
 
 LOCK_NAME = ".dpwise.lock"
 _TRIES = 20  # a run that is just releasing the lock unlinks the file: open the new one again
@@ -26,6 +27,10 @@ def locked(out: Path) -> Iterator[None]:
     created = first_missing(out)
     out.mkdir(parents=True, exist_ok=True)
     fd = _acquire(out)
+    if fd is not None:  # gone with the command, even a killed one (dpwise.infra.scratch)
+        scratch.own(scratch.LOCK, out / LOCK_NAME)
+        if created is not None:
+            scratch.own(scratch.EMPTY, out, created)
     try:
         yield
     finally:

@@ -192,16 +192,28 @@ def main(argv: list[str]) -> int:
     except _Done:
         _leave_group()
         return 0
+    except SystemExit as exc:  # sys.exit(3), SystemExit("message"): the script's own exit
+        if exc.code not in (None, 0):
+            code = exc.code if isinstance(exc.code, int) else 1
+            _say_ended(f"it exited with code {code} after {len(done)} of {steps} steps")
+            raise
     why = _short(len(done), steps)
-    rank = int(os.environ.get("RANK", "0"))
-    # every rank leaves why in its own file: the first to end is the one torchrun sees, and it
-    # stops the others, maybe before they print (their lines would interleave besides)
-    out = os.environ["DPWISE_VERIFY_OUT"]
-    with open(os.path.join(os.path.dirname(out), f"{ENDED}{rank}"), "w", encoding="utf-8") as f:
-        f.write(why)
+    rank = _say_ended(why)
     if rank != 0:
         raise SystemExit(3)
     raise SystemExit(f"{MARK} {why}")
+
+
+def _say_ended(why: str) -> int:
+    """Leave why the run ended early beside DPWISE_VERIFY_OUT; returns this worker's rank.
+
+    Every rank leaves it in its own file: the first to end is the one torchrun sees, and it
+    stops the others, maybe before they print (their lines would interleave besides)."""
+    rank = int(os.environ.get("RANK", "0"))
+    out = os.environ["DPWISE_VERIFY_OUT"]
+    with open(os.path.join(os.path.dirname(out), f"{ENDED}{rank}"), "w", encoding="utf-8") as f:
+        f.write(why)
+    return rank
 
 
 def _short(taken: int, steps: int) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from dpwise.diagnosis.layers import Layer
 from dpwise.dist.launch import PeerStopped, WorkerFailed, launch
 from dpwise.dist.settings import LaunchSettings
 from dpwise.errors import DpwiseError
+from dpwise.infra import scratch
 from dpwise.migrate.harness import ENDED, LIMIT_MARK, LOG, MARK, worker
 
 TOLERANCE = 1e-5
@@ -84,13 +84,39 @@ def _why(folder: Path, steps: int, timeout: float, failed: WorkerFailed | None) 
     the launcher recorded it), else the last lines the workers printed."""
     ended = sorted(folder.glob(f"{ENDED}*"))
     if ended:
-        return f"did not reach {steps} steps under torchrun: {ended[0].read_text(encoding='utf-8')}"
+        why = ended[0].read_text(encoding="utf-8")
+        rank = ended[0].name[len(ENDED) :]
+        last = _last_words(folder / f"{LOG}{rank}.log")
+        said = f" (its last line: {last})" if last and why.startswith("it exited") else ""
+        return f"did not reach {steps} steps under torchrun: {why}{said}"
     logs = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(folder.glob(f"{LOG}*"))]
     if any(LIMIT_MARK in text for text in logs):
         return _late(timeout)
     if failed is not None and failed.details:
         return _cause(failed.details, steps)
+    last = [w for w in (_last_words(p) for p in sorted(folder.glob(f"{LOG}*"))) if w]
+    if failed is not None and last:  # os._exit, a signal: no Python error, but its own words
+        return (
+            f"failed under torchrun (worker rank {failed.rank} exited with code "
+            f"{failed.exitcode}; its last line: {last[0]}); run it by hand to see why"
+        )
     return _cause("\n".join(logs) + (f"\n{failed}" if failed else ""), steps)
+
+
+def _last_words(log: Path) -> str:
+    """The last line a worker printed that says something (no banner of asterisks or equals
+    signs, no launcher log line), shortened."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines() if _says_something(line)]
+    return lines[-1][:200] if lines else ""
+
+
+def _says_something(line: str) -> bool:
+    bare = line.strip()
+    return bool(bare.strip("=*-_#~ ")) and not bare.startswith("torch.distributed.elastic")
 
 
 class _Failed(Exception):
@@ -100,8 +126,7 @@ class _Failed(Exception):
 def _cause(stderr: str, steps: int) -> str:
     """The harness's own line when the script ended too early, else the exception line of a
     worker's traceback, else the last line that says something."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip().strip("=")]
-    lines = [line for line in lines if not line.startswith("torch.distributed.elastic")]
+    lines = [line.strip() for line in stderr.splitlines() if _says_something(line)]
     short = [part.strip() for line in lines if MARK in line for part in line.split(MARK)[1:]]
     if short:
         return f"did not reach {steps} steps under torchrun: {short[-1]}"
@@ -125,8 +150,7 @@ def verify(
     import torch
 
     home = original.resolve().parent
-    with tempfile.TemporaryDirectory(prefix="dpwise-verify-") as tmp:
-        folder = Path(tmp)
+    with scratch.folder("verify") as folder:
         migrated = folder / original.name
         migrated.write_text(migrated_code, encoding="utf-8")
         scripts = {"original": original.resolve(), "migrated": migrated}

@@ -213,7 +213,7 @@ def test_unreadable_file_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_read_error_is_a_one_line_usage_error(tmp_path: Path, monkeypatch) -> None:
-    from dpwise.lint import files
+    from dpwise.infra import userfile
 
     path = tmp_path / "locked.py"
     path.write_text("x = 1\n", encoding="utf-8")
@@ -221,7 +221,7 @@ def test_read_error_is_a_one_line_usage_error(tmp_path: Path, monkeypatch) -> No
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(files, "open", refuse, raising=False)
+    monkeypatch.setattr(userfile, "open", refuse, raising=False)
     with pytest.raises(DpwiseError) as info:
         run(parse(str(tmp_path)))
     assert str(info.value) == f"{path}: cannot read (Permission denied)"

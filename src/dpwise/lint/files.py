@@ -5,11 +5,11 @@ from __future__ import annotations
 import io
 import os
 import re
-import stat
 import tokenize
 from collections.abc import Iterable
 
 from dpwise.errors import DpwiseError
+from dpwise.infra import userfile
 
 SKIP_DIRS = frozenset(
     {
@@ -32,7 +32,9 @@ SKIP_DIRS = frozenset(
 )
 _NOQA = re.compile(r"#\s*dpwise:\s*noqa(?::\s*(?P<codes>[\w-]+(?:\s*,\s*[\w-]+)*))?", re.I)
 
-MAX_FILE_BYTES = 1 << 20  # 1 MiB: a larger file is reported (file-not-checked), not parsed
+MAX_FILE_BYTES = (
+    userfile.MAX_BYTES
+)  # 1 MiB: a larger file is reported (file-not-checked), not parsed
 
 
 class TooLarge(Exception):
@@ -46,21 +48,22 @@ def discover(paths: Iterable[str], skipped: list[str] | None = None) -> list[str
     """Files to check: each file given, and every `*.py` under each folder given (sorted,
     skipping VCS, virtual-environment and cache folders). A missing path, or one given by name
     that is not a regular file (a FIFO, socket or device: reading it could block forever), is a
-    usage error; such files met inside a folder are skipped and appended to ``skipped``."""
-    found: dict[str, None] = {}
+    usage error; such files met inside a folder are skipped and appended to ``skipped``. A file
+    met under two names (a symbolic link beside it) is checked once, under the first."""
+    found: dict[str, str] = {}  # the file itself -> the first name it was met under
     for path in paths:
         if os.path.isfile(path):
-            found[path] = None
+            found.setdefault(os.path.realpath(path), path)
         elif os.path.isdir(path):
             for file in _walk(path, skipped if skipped is not None else []):
-                found[file] = None
+                found.setdefault(os.path.realpath(file), file)
         elif os.path.exists(path):
             raise DpwiseError(
                 f"{path}: not a regular file (a FIFO, socket or device); give files or folders"
             )
         else:
             raise DpwiseError(f"{path}: no such file or folder")
-    return list(found)
+    return list(found.values())
 
 
 def _walk(root: str, skipped: list[str]) -> list[str]:
@@ -83,23 +86,22 @@ def read_source(path: str) -> str:
 def read_with_encoding(path: str) -> tuple[str, str]:
     """(text, encoding): the encoding to write the text back with (`utf-8-sig` keeps a BOM).
     Line endings are left as they are."""
+    text, encoding, _ = read_for_fix(path)
+    return text, encoding
+
+
+def read_for_fix(path: str) -> tuple[str, str, userfile.Stamp]:
+    """(text, encoding, stamp): the stamp lets a fix be written back only if the file is still
+    what was read (``userfile.replace``)."""
     try:
-        # O_NONBLOCK: a FIFO swapped in after discovery is refused below instead of blocking.
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with open(fd, "rb") as handle:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise DpwiseError(f"{path}: not a regular file (a FIFO, socket or device)")
-            if info.st_size > MAX_FILE_BYTES:
-                raise TooLarge(info.st_size)
-            data = handle.read(MAX_FILE_BYTES + 1)
+        data, stamp = userfile.read(path, MAX_FILE_BYTES)
+    except userfile.TooLarge as exc:
+        raise TooLarge(exc.size) from None
     except OSError as exc:
         raise DpwiseError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    if len(data) > MAX_FILE_BYTES:  # grew since fstat
-        raise TooLarge(len(data))
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     text = data.decode(encoding)
-    return text.removeprefix("\ufeff"), encoding
+    return text.removeprefix("\ufeff"), encoding, stamp
 
 
 def noqa_lines(source: str) -> Noqa:

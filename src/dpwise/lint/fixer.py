@@ -10,12 +10,11 @@ from __future__ import annotations
 import ast
 import difflib
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dpwise.errors import DpwiseError
-from dpwise.infra.atomic import atomic_file
+from dpwise.infra import userfile
 from dpwise.lint import files
 from dpwise.lint.analysis.project import Project
 from dpwise.lint.checker import lint_source
@@ -33,6 +32,7 @@ class Fixed:
     before: str
     after: str
     encoding: str = "utf-8"
+    stamp: userfile.Stamp | None = None  # the file as read: written back only if still so
     fixed: list[Finding] = field(default_factory=list)
     remaining: list[Finding] = field(default_factory=list)
     broken: bool = False  # a fix made code that does not parse: nothing is kept
@@ -96,28 +96,40 @@ def fix_file(path: str, rules: list[Rule], project: Project, unsafe: bool) -> Fi
     """Fix one file's text (nothing is written); None for a file that cannot be read as
     Python text or is too large (the plain check reports it)."""
     try:
-        source, encoding = files.read_with_encoding(path)
+        source, encoding, stamp = files.read_for_fix(path)
     except (UnicodeDecodeError, SyntaxError, files.TooLarge):
         return None
     result = fix_source(source, path, rules, project, unsafe)
-    result.encoding = encoding
+    result.encoding, result.stamp = encoding, stamp
     return result
 
 
-def write(result: Fixed) -> None:
+def roots(paths: list[str]) -> list[Path]:
+    """What --fix may write: the folders and files given, as the file system resolves them."""
+    return [Path(os.path.realpath(p)) for p in paths]
+
+
+def write(result: Fixed, allowed: list[Path]) -> None:
     """Replace the file with its fixed text, atomically, keeping its encoding (a BOM included),
-    line endings and permissions; through a symbolic link, the file it points to is replaced."""
+    line endings, owner and mode, and only if it is still the text that was fixed (an edit
+    made meanwhile is kept: userfile.Changed). Through a symbolic link the file it points to is
+    replaced, if that lies inside ``allowed`` (roots()); else nothing is written."""
     real = Path(os.path.realpath(result.path))
+    if not any(real == root or root in real.parents for root in allowed):
+        raise DpwiseError(
+            f"{result.path}: a link to {real}, outside the paths given; not written (give "
+            f"{real} itself to fix it)"
+        )
     try:
         data = result.after.encode(result.encoding)
-        mode = stat.S_IMODE(os.stat(real).st_mode)
         if not os.access(real, os.W_OK):
             raise PermissionError(13, "permission denied: the file is read-only")
     except (UnicodeEncodeError, OSError) as exc:
         raise DpwiseError(f"{result.path}: cannot write the fixes ({_why(exc)})") from exc
+    if result.stamp is None:
+        raise DpwiseError(f"{result.path}: not read by fix_file; nothing written")
     try:
-        with atomic_file(real, mode=mode) as fh:
-            fh.write(data)
+        userfile.replace(result.path, data, result.stamp)
     except OSError as exc:
         raise DpwiseError(f"{result.path}: cannot write the fixes ({_why(exc)})") from exc
 

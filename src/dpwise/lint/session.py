@@ -4,6 +4,7 @@ what is left. The one place lint prints; the formats are diagnostics.py's."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from dpwise.errors import DpwiseError
 from dpwise.lint import files, fixer
@@ -99,7 +100,7 @@ def run_fixes(cfg: LintConfig) -> int:
     fixed = [f for r in done for f in r.fixed]
     if cfg.diff:
         return _show_diff(cfg, done, fixed)
-    failed = _write_all([r for r in done if r.changed])
+    failed = _write_all([r for r in done if r.changed], fixer.roots(cfg.paths))
     written = {r.path for r in done if r.changed and r.path not in failed}
     fixed = [f for f in fixed if f.path in written]
     remaining = _left(cfg, paths, results, failed)
@@ -143,11 +144,11 @@ def _show_diff(cfg: LintConfig, done: list[fixer.Fixed], fixed: list[Finding]) -
     return 1 if fixed else 0
 
 
-def _write_all(changed: list[fixer.Fixed]) -> set[str]:
+def _write_all(changed: list[fixer.Fixed], allowed: list[Path]) -> set[str]:
     failed: set[str] = set()
     for result in changed:
         try:
-            fixer.write(result)
+            fixer.write(result, allowed)
         except DpwiseError as exc:
             print(f"dpwise lint: {exc}", file=sys.stderr)
             failed.add(result.path)

@@ -76,7 +76,8 @@ def test_from_results_takes_precedence(tmp_path, capsys):
     [
         (["--gpus", "-1"], "--gpus must be 0 or more"),
         (["--nodes", "0"], "--nodes must be at least 1"),
-        (["--params", "0"], "--params must be at least 1"),
+        (["--params", "0"], "'0' is less than one parameter"),
+        (["--params", "0.5"], "'0.5' is less than one parameter"),
         (["--device-memory", "0"], "--device-memory must be positive"),
         (["--momentum", "-0.9"], "--momentum must be at least 0.0, got -0.9"),  # train's check
         (["--precision", "fp8"], "invalid choice: 'fp8'"),

@@ -35,6 +35,10 @@ def model_size(text: str) -> int:
             f"{text!r} is not a parameter count; write it like {SIZE_EXAMPLES}"
         )
     count = int((value * SIZE_SUFFIXES[match[2].upper()]).to_integral_value())
+    if count < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is less than one parameter; write the model's size like {SIZE_EXAMPLES}"
+        )
     if count > MAX_PARAMS:
         raise argparse.ArgumentTypeError(
             f"{text!r} is more than {MAX_PARAMS:.0e} parameters, beyond what the estimate can "

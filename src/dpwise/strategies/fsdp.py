@@ -223,6 +223,12 @@ class FSDPStrategy(DDPStrategy):
     ) -> None:
         from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
 
+        if not _holds_tensors(state):
+            # plain SGD keeps no per-parameter tensors: there is nothing to shard, and torch's
+            # loader cannot find a device to shard it on ("Expected device to be set"), so the
+            # hyper-parameters are loaded as the plain optimizer would
+            optimizer.load_state_dict(state)
+            return
         named = _by_name(state, _optimizer_names(model, optimizer))
         set_optimizer_state_dict(model, optimizer, named, options=_full())
 
@@ -308,6 +314,17 @@ def _optimizer_names(model: nn.Module, optimizer: torch.optim.Optimizer) -> list
     """Each parameter's qualified name, in the optimizer's order (the plain layout's indices)."""
     names = {id(p): n for n, p in model.named_parameters()}
     return [names[id(p)] for group in optimizer.param_groups for p in group["params"]]
+
+
+def _holds_tensors(state: dict[str, Any]) -> bool:
+    """The optimizer state keeps a tensor of at least one dimension for some parameter."""
+    per_param = state.get("state") or {}
+    return any(
+        isinstance(v, torch.Tensor) and v.dim() > 0
+        for entry in per_param.values()
+        if isinstance(entry, dict)
+        for v in entry.values()
+    )
 
 
 def _by_index(state: dict[str, Any], names: list[str]) -> dict[str, Any]:

@@ -23,6 +23,14 @@ WORKER_MODULE = "dpwise.train.worker"
 STRATEGY_OPTIONS = ("find_unused_parameters", "static_graph")
 
 
+MAX_SEED = 2**63 - 1  # what torch.manual_seed and a torch.Generator take as a count
+
+
+def _seed(flag: str, value: int) -> None:
+    if not 0 <= value <= MAX_SEED:
+        raise DpwiseError(f"{flag} must be between 0 and {MAX_SEED}, got {value}")
+
+
 def _path(raw: Any, flag: str) -> Path:
     return Path(raw)
 
@@ -79,7 +87,9 @@ class TrainConfig(WorkloadSettings):
         0.0, type=float, checks=[at_least(0.0), finite("0.9")], help="SGD momentum"
     )
     weight_decay: float = setting(0.0, type=float, checks=[at_least(0.0), finite("0.01")])
-    seed: int = setting(0, type=int, help="data, initial weights and order")
+    seed: int = setting(
+        0, type=int, checks=[_seed], help=f"data, initial weights and order (0 to {MAX_SEED})"
+    )
     precision: str = setting("fp32", choices=PRECISIONS, help="autocast dtype")
     accum_steps: int = setting(
         1, type=int, checks=[at_least(1)], help="micro-steps per optimizer step"

@@ -199,7 +199,10 @@ class Loop:
         self.watch.remember(self.result.losses)  # a resumed run's losses before its restart
         while self.result.global_steps < total and self.epoch < self.cfg.epochs:
             self._epoch(total - self.result.global_steps)
-        if self.cfg.checkpoint_every is not None and not self._checkpoint_due():
+        trained = self.result.global_steps != self.result.resumed_at_step
+        if not trained and self.carry[0]:  # resumed at its last step: the cut epoch's losses
+            self._finish_epoch(0.0, [])
+        if self.cfg.checkpoint_every is not None and trained and not self._checkpoint_due():
             self.save_checkpoint()
         self.result.peak_memory = _gather_records(self.strategy, memory.peaks(devices))
         self.result.workers = _gather_records(self.strategy, [_worker_facts()])

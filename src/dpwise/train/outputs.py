@@ -95,3 +95,8 @@ def write_outputs(out: Path, state: dict[str, torch.Tensor], metrics: dict[str, 
     with atomic_files(out / "final.pt", out / "metrics.json", fsync=True) as (pt, js):
         torch.save(state, pt)
         js.write(text.encode("utf-8"))
+
+
+def written(out: Path) -> bool:
+    """--out holds a run's final.pt and metrics.json (written together by write_outputs)."""
+    return (out / "final.pt").is_file() and (out / "metrics.json").is_file()

@@ -104,9 +104,42 @@ def check_resume(
         with torch.device("meta"):  # shapes only: no memory, no initialisation
             model = workload.build_model()
     except Exception:  # a factory that cannot build on "meta": every worker checks it instead
-        return kept
-    checkpoint.check_model(state, label, model)
+        model = None
+    if model is not None:
+        checkpoint.check_model(state, label, model)
+    _check_unfinished(cfg, state, label, workload)  # of a checkpoint that fits this run
     return kept
+
+
+class Finished(Exception):
+    """--resume of a run that has no step left and whose outputs are in --out: nothing to do,
+    nothing written (exit 0). The message says so."""
+
+
+def _check_unfinished(
+    cfg: TrainConfig, state: dict[str, Any], label: str, workload: Workload
+) -> None:
+    """Raise Finished when the checkpoint is at this run's last step and --out already holds
+    the run's final.pt and metrics.json. Where they are missing (killed after the last
+    checkpoint, or another --out) the run goes on: it trains no step and writes them from the
+    checkpoint."""
+    if cfg.out is None or not outputs.written(cfg.out):
+        return
+    done = state["position"]["global_steps"]
+    if cfg.max_steps is not None and done == cfg.max_steps:
+        limit = f"--max-steps {cfg.max_steps}"
+    else:  # the end of the last epoch: how many steps an epoch has depends on the data
+        from dpwise.train.engine import steps_per_epoch
+
+        rows = len(workload.load_data(cfg.seed))
+        if done != cfg.epochs * steps_per_epoch(rows, cfg.batch_size, cfg.accum_steps):
+            return
+        limit = f"--epochs {cfg.epochs}"
+    raise Finished(
+        f"dpwise train: {label} is at step {done}, the end of this run ({limit}): nothing to "
+        f"train; {cfg.out}/final.pt and metrics.json are left as they were (raise --epochs or "
+        "--max-steps to train further)"
+    )
 
 
 def check_out(cfg: TrainConfig, env: DistEnv) -> None:

@@ -38,7 +38,12 @@ def run_train(cfg: TrainConfig) -> None:
     if cfg.static_graph:
         preflight.check_static_graph(workload, cfg.seed)
     preflight.check_out(cfg, env)
-    resumed = None if cfg.resume is None else preflight.check_resume(cfg, workload, plan.launch)
+    try:
+        resumed = None if cfg.resume is None else preflight.check_resume(cfg, workload, plan.launch)
+    except preflight.Finished as done:
+        if env.is_main and not cfg.quiet:
+            print(done, flush=True)
+        return
     with preflight.out_lock(cfg.out, env, cfg.nnodes):
         if cfg.overwrite and env.restart_count == 0:
             outputs.remove_checkpoint(cfg.out)

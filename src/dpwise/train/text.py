@@ -29,7 +29,7 @@ def summary_lines(metrics: dict[str, Any]) -> list[str]:
     lines = [
         f"dpwise train: {metrics['strategy']} × {metrics['world_size']} process(es) on "
         f"{metrics['device']} (backend {metrics['backend'] or 'none'}), "
-        f"{metrics['global_steps']} steps, final loss {metrics['final_loss']:.6f}"
+        f"{metrics['global_steps']} steps, final loss {_loss(metrics['final_loss'])}"
     ]
     for note in metrics["notes"]:
         lines.append(f"note: {note}")
@@ -45,6 +45,10 @@ def summary_lines(metrics: dict[str, Any]) -> list[str]:
     else:
         lines.append("wrote nothing: give --out DIR to keep final.pt and metrics.json")
     return lines
+
+
+def _loss(value: float | None) -> str:
+    return "none (no step recorded)" if value is None else f"{value:.6f}"
 
 
 def _worker(w: dict[str, Any]) -> str:

@@ -72,8 +72,11 @@ class LiveRun:
         return found
 
     def finish(self, timeout: float) -> int:
+        """Wait for the command to end; then none of its processes may be left (counted by the
+        tag, before the test's own clean-up kills the group)."""
         try:
             self.proc.wait(timeout=timeout)
+            assert self.outlived() == [], "processes of the command outlived it"
         finally:
             self.kill()
         self._reader.join(timeout=10)

@@ -115,7 +115,9 @@ def test_a_stopped_run_process_ends_the_compare_within_its_timeout(tmp_path):
 
 @pytest.mark.slow
 def test_a_killed_run_process_is_named_with_its_signal_in_one_line(tmp_path):
-    run = LiveRun(tmp_path / "tmp", *COMPARE, "--out", str(tmp_path / "out"))
+    """Without --quiet: the progress bar is drawn on a terminal only, never above the line."""
+    loud = [a for a in COMPARE if a != "--quiet"]
+    run = LiveRun(tmp_path / "tmp", *loud, "--out", str(tmp_path / "out"))
     try:
         run.wait_for(lambda: len(run.worker_pids()) == 2, 240, "the ddp × 2 run's workers")
         single = _run_processes(run)[0]

@@ -74,10 +74,12 @@ def test_every_strategy_resumes_every_strategys_checkpoint(optimizer, tmp_path, 
     assert not failures, failures
 
 
-@pytest.mark.parametrize("cut", ["mid-epoch", "epoch end"])
-def test_resuming_a_finished_run_leaves_its_outputs_and_says_so(cut, tmp_path, run_here):
+@pytest.mark.parametrize(
+    ("cut", "strategy"), [("mid-epoch", "single"), ("epoch end", "single"), ("mid-epoch", "ddp")]
+)
+def test_resuming_a_finished_run_leaves_its_outputs_and_says_so(cut, strategy, tmp_path, run_here):
     args = ["train", "--checkpoint-every", "4", "--out", str(tmp_path), "--data-arg",
-            "samples=512"]  # fmt: skip
+            "samples=512", "--strategy", strategy]  # fmt: skip
     args += ["--max-steps", "8"] if cut == "mid-epoch" else ["--epochs", "1"]
     first = run_here(*args)
     assert first.returncode == 0, first.stderr

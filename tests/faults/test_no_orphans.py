@@ -105,10 +105,11 @@ def test_a_stopped_run_process_ends_the_compare_within_its_timeout(tmp_path):
     assert len(lines) == 1, lines
     assert re.fullmatch(
         rf"dpwise: the single run failed: its process \(pid {single}\) was stopped \(SIGSTOP, "
-        r"Ctrl-Z, a debugger\) for \d+ s \(--timeout 5\); dpwise ended the comparison: .*",
+        r"Ctrl-Z, a debugger\) for \d+ s \(--timeout 5, at least 10 s for a run process\); "
+        r"dpwise ended the comparison: .*",
         lines[0],
     )
-    assert took < 5 + 20  # the timeout, the watch's pace, the other runs' stop
+    assert took < 10 + 20  # the silence, the watch's pace, the other runs' stop
     assert run.outlived() == []
     assert run.temp_left() == []
 

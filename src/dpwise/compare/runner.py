@@ -30,6 +30,7 @@ from dpwise.results.records import Run
 READY_TIMEOUT_S = 30 * 60  # start-up: import, data, process group
 TURN_TIMEOUT_S = 6 * 3600  # one repeat or one probe of one run
 STOP_GRACE_S = 10.0
+SILENCE_MIN_S = 10.0  # the shortest silence that fails a run process, even under --timeout 1
 
 Event = Callable[[dict[str, Any]], None]
 
@@ -50,7 +51,10 @@ class RunProcesses:
         ctx = context(RUN_MODULE)  # forked from a server that has imported torch
         forking.ensure_running(RUN_MODULE)  # a no-op where the command started it
         lent = forking.lend()  # a launched run forks its workers from the same server
-        self.host, self.specs, self.timeout = host, specs, cfg.timeout
+        self.host, self.specs = host, specs
+        # a beat a second: ten missed in a row is silence, whatever --timeout says (a busy
+        # machine delays a thread by a second, not ten)
+        self.timeout = cfg.timeout
         self.heard: dict[str, tuple[int, float]] = {}  # run -> (beats, when they last changed)
         self.procs = {
             s.id: ctx.Process(
@@ -105,8 +109,9 @@ class RunProcesses:
             heard, since = self.heard[spec.id]
             if beats != heard:
                 self.heard[spec.id] = (beats, now)
-            elif now - since > self.timeout:
-                raise silence(spec.label, self.procs[spec.id].pid, now - since, self.timeout)
+            elif now - since > max(self.timeout, SILENCE_MIN_S):
+                pid = self.procs[spec.id].pid
+                raise silence(spec.label, pid, now - since, self.timeout, SILENCE_MIN_S)
 
 
 def _ended(pid: int | None, code: int | None) -> str:

@@ -149,13 +149,15 @@ class Heartbeat:
             return
 
 
-def silence(label: str, pid: int | None, seconds: float, timeout: float) -> RunFailed:
-    """The failure of a run whose process fell silent for --timeout seconds."""
+def silence(label: str, pid: int | None, seconds: float, timeout: float, least: float) -> RunFailed:
+    """The failure of a run whose process fell silent for --timeout seconds (``least`` at the
+    least: a run process beats once a second)."""
     how = "was stopped (SIGSTOP, Ctrl-Z, a debugger)" if _stopped(pid) else "gave no sign of life"
+    floor = f", at least {least:g} s for a run process" if timeout < least else ""
     return RunFailed(
         label,
         "",
-        f"its process (pid {pid}) {how} for {seconds:.0f} s (--timeout {timeout:g}); dpwise "
+        f"its process (pid {pid}) {how} for {seconds:.0f} s (--timeout {timeout:g}{floor}); dpwise "
         "ended the comparison: find what stops it, or raise --timeout if such pauses are expected",
     )
 

@@ -149,3 +149,26 @@ def test_folders_of_commands_that_died_are_removed_by_the_next(tmp_path, monkeyp
     fresh = scratch.make("trace")  # the next command's first folder clears the dead one's
     assert not left.exists()
     assert mine.exists() and fresh.exists() and other_ns.exists()
+
+
+def test_a_dead_commands_staging_is_left_when_a_live_run_holds_that_out(tmp_path, monkeypatch):
+    """A compare killed with its whole tree (nobody cleaned), then another compare on the same
+    --out: the dead one's listed staging folder is now the live one's, and stays."""
+    from dpwise.infra.outlock import locked
+
+    monkeypatch.setattr(scratch.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    out = tmp_path / "out"
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    monkeypatch.setenv(scratch.COMMAND_ENV, str(dead))
+    scratch.own(scratch.TREE, out / ".dpwise-partial")
+    monkeypatch.setenv(scratch.COMMAND_ENV, str(os.getpid()))
+    with locked(out):  # the live run
+        (out / ".dpwise-partial").mkdir()
+        scratch.remove_stale()
+        assert (out / ".dpwise-partial").is_dir()
+    scratch.remove_stale()  # nothing listed is left to remove, and nothing breaks
+    assert not [p for p in (tmp_path / "tmp").iterdir() if f".{dead}-" in p.name]

@@ -16,7 +16,7 @@ from pathlib import Path
 from dpwise.errors import DpwiseError
 from dpwise.infra import scratch
 
-LOCK_NAME = ".dpwise.lock"
+LOCK_NAME = scratch.LOCK_NAME
 _TRIES = 20  # a run that is just releasing the lock unlinks the file: open the new one again
 
 

@@ -77,6 +77,7 @@ def folder(kind: str) -> Iterator[Path]:
 _OWNED = "owned"  # the kind of the file that lists what a command made elsewhere
 TREE, LOCK, EMPTY = "tree", "lock", "empty"  # how each listed path goes
 _LISTS: list[Path] = []
+LOCK_NAME = ".dpwise.lock"  # an --out's lock (infra.outlock)
 
 
 def own(how: str, path: Path, upto: Path | None = None) -> None:
@@ -125,12 +126,34 @@ def _remove_listed(listing: Path) -> None:
         for kind, path, upto, *_ in (line for line in lines if len(line) >= 3):
             if kind != how:
                 continue
+            if how != LOCK and _in_use(Path(path)):
+                continue  # another run took that --out since: its staging is its own now
             if how == TREE:
                 shutil.rmtree(path, ignore_errors=True)
             elif how == LOCK:
                 _remove_lock(Path(path))
             else:
                 _remove_empty(Path(path), Path(upto) if upto else None)
+
+
+def _in_use(path: Path) -> bool:
+    """An --out lock beside or inside ``path`` is held by a live run."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    for lock in (path / LOCK_NAME, path.parent / LOCK_NAME):
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
+    return False
 
 
 def _remove_lock(path: Path) -> None:

@@ -19,7 +19,7 @@ import atexit
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -138,41 +138,34 @@ def _remove_listed(listing: Path) -> None:
 
 def _in_use(path: Path) -> bool:
     """An --out lock beside or inside ``path`` is held by a live run."""
-    try:
-        import fcntl
-    except ImportError:
-        return False
-    for lock in (path / LOCK_NAME, path.parent / LOCK_NAME):
-        try:
-            fd = os.open(lock, os.O_RDONLY)
-        except OSError:
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return True
-        finally:
-            os.close(fd)
-    return False
+    return any(_held(lock) for lock in (path / LOCK_NAME, path.parent / LOCK_NAME))
 
 
 def _remove_lock(path: Path) -> None:
     """Unlink a lock file nobody holds (a run that took it since must keep it)."""
+    _held(path, then=lambda: path.unlink(missing_ok=True))
+
+
+def _held(lock: Path, then: Callable[[], None] | None = None) -> bool:
+    """Whether a live process holds ``lock`` (flock); when nobody does, ``then`` runs while this
+    process holds it. A missing file, or no flock here, is not held."""
     try:
         import fcntl
-    except ImportError:
-        return
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except OSError:
-        return
+
+        fd = os.open(lock, os.O_RDWR)
+    except (ImportError, OSError):
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        path.unlink(missing_ok=True)
     except OSError:
-        pass
+        os.close(fd)
+        return True
+    try:
+        if then is not None:
+            then()
     finally:
         os.close(fd)
+    return False
 
 
 def _remove_empty(folder: Path, upto: Path | None) -> None:

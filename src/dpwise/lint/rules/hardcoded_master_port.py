@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import ipaddress
 import re
 from collections.abc import Iterator
 
@@ -24,6 +25,12 @@ reaches `init_method` through a variable (`url = f"tcp://{host}:{port}"` with `p
 `add_argument(..., default=...)` is a literal (`--dist-url` defaulting to
 `"tcp://127.0.0.1:23456"`, `--port` defaulting to `29500`) or that the file sets to one
 (`args.dist_url = f"tcp://{host}:58472"` before spawning the workers).
+
+A URL whose host no job can meet at is not reported: a multicast or reserved address
+(224.0.0.0/3; PyTorch's ImageNet example defaults `--dist-url` to `tcp://224.66.41.62:23456`) or a
+documentation one (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24). Such a default is a
+placeholder the user must replace whole, port included, to run at all; a loopback, private or
+public address, or a host name, runs unchanged and is reported.
 
 `os.environ.setdefault("MASTER_PORT", "29500")`, `os.environ.get("MASTER_PORT", "29500")` and an
 assignment under `if "MASTER_PORT" not in os.environ:` are not reported: they only supply a
@@ -129,11 +136,32 @@ def _environ_writes(ctx: FileContext) -> Iterator[tuple[ast.AST, ast.AST, str]]:
 
 
 def _init_methods(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
-    """(init_method, scope of the call) for a TCP `init_method` with a literal port."""
+    """(init_method, scope of the call) for a TCP `init_method` with a literal port on an
+    address a job could run with unchanged."""
     for call in ctx.init_calls:
         method = keyword(call, "init_method") or (call.args[1] if len(call.args) > 1 else None)
-        if method is not None and any(_TCP.match(t) for t in _texts(ctx, method, ctx.scope(call))):
+        if method is None:
+            continue
+        texts = _texts(ctx, method, ctx.scope(call))
+        if any(_TCP.match(t) and not _placeholder(t) for t in texts):
             yield method, ctx.scope(call)
+
+
+# Addresses no job can rendezvous at: multicast and reserved (224.0.0.0/3, which PyTorch's
+# ImageNet example uses as its --dist-url default, tcp://224.66.41.62:23456) and the
+# documentation ranges (RFC 5737). A URL on one must be replaced whole by the user, port included.
+_NOWHERE = [ipaddress.ip_network(n) for n in ("224.0.0.0/3", "192.0.2.0/24", "198.51.100.0/24",
+                                                "203.0.113.0/24")]  # fmt: skip
+
+
+def _placeholder(url: str) -> bool:
+    """`tcp://HOST:PORT` whose host is an address nobody can run the job with unchanged."""
+    host = url[len("tcp://") :].rsplit(":", 1)[0].strip("[]")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False  # a host name, or a part that cannot be told ({}): reported
+    return address.version == 4 and any(address in net for net in _NOWHERE)
 
 
 def _texts(ctx: FileContext, expr: ast.AST, scope: str) -> list[str]:

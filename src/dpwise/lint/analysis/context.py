@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator
 from functools import cached_property
 from typing import Any, Protocol
 
+from dpwise.lint.analysis import entries
 from dpwise.lint.analysis import names as N
 from dpwise.lint.analysis.index import (
     FUNCTIONS,
@@ -115,10 +116,29 @@ class FileContext:
 
     @cached_property
     def is_script(self) -> bool:
-        """Run as a program: an `if __name__ == "__main__":` block, or distributed set-up
-        (process group, DDP, spawn) at module level. Library modules are neither."""
+        """Run as a program: an `if __name__ == "__main__":` block, distributed set-up (process
+        group, DDP, spawn) at module level, or another entry point (``entry_point``). Library
+        modules are none of these."""
         starts = (*N.INIT, *N.DDP, *N.SPAWN)
-        return self.has_main_guard or any(self.scope(c) == MODULE for c in self.calls_to(starts))
+        return (
+            self.has_main_guard
+            or any(self.scope(c) == MODULE for c in self.calls_to(starts))
+            or self.entry_point is not None
+        )
+
+    @cached_property
+    def entry_point(self) -> str | None:
+        """How the module runs as a program without a `__main__` block (entries.py): "launch"
+        (`fire.Fire(main)`, `typer.run(main)` at module level), "decorated" (`@hydra.main`,
+        `@click.command`, a Typer app's command), "console script" (the project's
+        `pyproject.toml`, `setup.cfg` or `setup.py` names it), else None."""
+        if any(self.scope(c) == MODULE for c in self.calls_to(entries.ENTRY_CALLS)):
+            return "launch"
+        if entries.decorated_entry(self.tree, self.qual) is not None:
+            return "decorated"
+        if entries.console_script(self.path):
+            return "console script"
+        return None
 
     @cached_property
     def is_ddp_script(self) -> bool:

@@ -24,6 +24,12 @@ called); a call into another module named like a set-up (`init_distributed_mode(
 Scripts that give each process a single visible GPU (`os.environ["CUDA_VISIBLE_DEVICES"] = ...`)
 are not reported: there `cuda:0` is the right device.
 
+A module that starts a process group without building the DDP wrapper itself is checked when it
+is a program: an `if __name__ == "__main__":` block, or another entry point (`fire.Fire(main)`,
+`typer.run`, `@hydra.main`, `@click.command`, a Typer app's command, or a console script of the
+project's `pyproject.toml` / `setup.cfg` / `setup.py`). A library function that calls
+`init_process_group` for its caller is left to the caller.
+
 ## Why is this bad?
 Every process starts on `cuda:0`. NCCL and anything created without an explicit index
 (`.cuda()`, `torch.empty(..., device="cuda")`, barriers) land on GPU 0 from every rank: GPU 0

@@ -16,9 +16,13 @@ DOCS = """\
 Checks for the device-specific AMP entry points that PyTorch has deprecated:
 `torch.cuda.amp.autocast`, `torch.cuda.amp.GradScaler`, `torch.cuda.amp.custom_fwd` /
 `custom_bwd`, `torch.cpu.amp.autocast` and `torch.cpu.amp.GradScaler`, however imported
-(`from torch.cuda.amp import autocast, GradScaler` included). Each use is reported, not the import.
-A use inside the `except` of a `try` that already uses `torch.amp` is a fallback for older PyTorch
-and is not reported.
+(`from torch.cuda.amp import autocast, GradScaler` included). Each use is reported, not the import:
+a call, a decorator, and the entry point taken as a value to be called later, bound to a name
+(`autocast = torch.cuda.amp.autocast`, also one side of `... if fp16 else nullcontext`) or handed
+to `functools.partial(torch.cuda.amp.autocast, dtype=...)` (reported without a fix: the calls
+through it are elsewhere). A use inside the `except` of a `try` that already uses or imports
+`torch.amp` is a fallback for older PyTorch and is not reported. Where it stops: the entry point
+passed as an argument to any other function, or stored in a container, is not followed.
 
 ## Why is this bad?
 They emit a `FutureWarning` ("`torch.cuda.amp.autocast(args...)` is deprecated. Please use
@@ -80,7 +84,8 @@ def _hit(node: ast.AST, q: str) -> Hit:
 
 def _uses_torch_amp(ctx: FileContext, body: list[ast.stmt]) -> bool:
     return any(
-        isinstance(n, ast.Attribute | ast.Name) and (ctx.qual(n) or "").startswith("torch.amp.")
+        (isinstance(n, ast.Attribute | ast.Name) and (ctx.qual(n) or "").startswith("torch.amp."))
+        or (isinstance(n, ast.ImportFrom) and n.module == "torch.amp")
         for stmt in body
         for n in ast.walk(stmt)
     )
@@ -108,6 +113,42 @@ def check(ctx: FileContext) -> Iterator[Hit]:
             q = ctx.qual(decorator)
             if q in N.DEPRECATED_AMP:
                 yield _hit(decorator, q)
+    for node, q in _passed_as_values(ctx):
+        hit = _hit(node, q)
+        yield Hit(hit.node, message=hit.message, help=hit.help, data=VALUE)
+
+
+VALUE = "value"  # a deprecated entry point kept to be called later: reported, not fixed
+_PARTIAL = frozenset({"functools.partial", "partial"})
+
+
+def _passed_as_values(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
+    """The deprecated API taken as a value to be called later: bound to a name
+    (`autocast = torch.cuda.amp.autocast`, also one side of `... if fp16 else nullcontext`) or
+    handed to `functools.partial(torch.cuda.amp.autocast, dtype=...)`."""
+    if "amp" not in ctx.idx.attrs and not any("amp" in (i.module or "") for i in _froms(ctx)):
+        return
+    for node in ast.walk(ctx.tree):
+        if not isinstance(node, ast.Attribute | ast.Name) or not isinstance(node.ctx, ast.Load):
+            continue
+        q = ctx.qual(node)
+        if q not in N.DEPRECATED_AMP:
+            continue
+        parent = ctx.idx.parents.get(node)
+        while isinstance(parent, ast.IfExp):
+            parent = ctx.idx.parents.get(parent)
+        bound = isinstance(parent, ast.Assign | ast.AnnAssign | ast.NamedExpr)
+        partial = (
+            isinstance(parent, ast.Call)
+            and node in parent.args[:1]
+            and (ctx.qual(parent.func) or N.last_name(parent.func)) in _PARTIAL
+        )
+        if (bound or partial) and not _fallback(ctx, node):
+            yield node, q  # type: ignore[misc]
+
+
+def _froms(ctx: FileContext) -> list[ast.ImportFrom]:
+    return [i for i in ctx.idx.imports if isinstance(i, ast.ImportFrom)]
 
 
 _FROM = re.compile(r"from\s+torch\s*\.\s*(cuda|cpu)\s*\.\s*amp\b")
@@ -148,6 +189,8 @@ def _root(expr: ast.AST) -> ast.AST:
 
 
 def fix(ctx: FileContext, hit: Hit) -> Fix | None:
+    if hit.data == VALUE:
+        return None
     node = hit.node
     func = node.func if isinstance(node, ast.Call) else node
     q = ctx.qual(func)

@@ -31,6 +31,8 @@ from dpwise.lint.analysis.loaders import (
 from dpwise.lint.analysis.wrappers import Wrappers
 
 Factories = dict[str, int]  # function name -> line of its DataLoader call
+CALL_DEPTH = 4  # modules followed from a script's call to the one that creates the group
+_NOT_PROJECT = ("torch", "os", "sys", "numpy", "np")
 
 
 class Project:
@@ -42,6 +44,7 @@ class Project:
         self._launchers: dict[str, frozenset[str]] = {}
         self._ddp_factories: dict[str, frozenset[str]] = {}
         self._sampler_factories: dict[str, dict[str, int]] = {}
+        self._deep: dict[tuple[str, str], bool] = {}  # (module path, function): through modules
 
     def module_path(self, importer: str, module: str) -> str | None:
         level = len(module) - len(module.lstrip("."))
@@ -97,10 +100,37 @@ class Project:
 
     def creates_group(self, importer: str, module: str, func: str, depth: int = 0) -> bool:
         """Does the sibling module's function `func` call `init_process_group` (directly, through
-        its own module's functions, or in the workers it starts)? A package's `__init__.py` that
+        its own module's functions, in the workers it starts, or through functions of further
+        modules of the project, CALL_DEPTH modules deep)? A package's `__init__.py` that
         re-exports the function (`from .launch import launch`, `from .launch import *`) is
         followed to the module that defines it."""
-        return self._names(self._group_makers, group_makers, importer, module, func, depth)
+        if self._names(self._group_makers, group_makers, importer, module, func, depth):
+            return True
+        return self._through_modules(importer, module, func, depth)
+
+    def _through_modules(self, importer: str, module: str, func: str, depth: int) -> bool:
+        """`func` reaches a call of another project module's function that creates the group
+        (`init_dist(launcher)` -> `_init_dist_pytorch()` imported from a third module). Bounded
+        by CALL_DEPTH; a cycle of imports answers no."""
+        ctx = self._module(importer, module)
+        if ctx is None or depth >= CALL_DEPTH:
+            return False
+        key = (ctx.path, func)
+        if key in self._deep:
+            return self._deep[key]
+        self._deep[key] = False  # while it is being answered: a cycle back here says no
+
+        def makes(c: FileContext, call: ast.Call) -> bool:
+            if c.callee(call) is not None:
+                return False
+            q = c.qual(call.func) or ""
+            sub, _, name = q.rpartition(".")
+            if not sub or sub.split(".")[0] in _NOT_PROJECT:
+                return False
+            return self.creates_group(c.path, sub, name, depth + 1)
+
+        self._deep[key] = func in _public(ctx, Flow(ctx, makes))
+        return self._deep[key]
 
     def _names(self, table, find, importer: str, module: str, func: str, depth: int) -> bool:  # type: ignore[no-untyped-def]
         """Is `func` among the names `find` picks out of the module (memoised in `table`),

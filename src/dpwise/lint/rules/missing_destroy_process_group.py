@@ -12,13 +12,17 @@ from dpwise.lint.model import UNSAFE, Fix, Hit, Rule
 
 DOCS = """\
 ## What it does
-Checks scripts (files with an `if __name__ == "__main__":` block, or distributed set-up at module
-level) that call `init_process_group` for a call of `destroy_process_group` anywhere in the same
-file (directly or in a same-file `cleanup()`). A call into another module named like a clean-up
+Checks scripts (files with an `if __name__ == "__main__":` block, distributed set-up at module
+level, or another entry point: `fire.Fire`, `@hydra.main`, `@click.command`, a console script of
+the project) that call `init_process_group` for a call of `destroy_process_group` anywhere in the
+same file (directly or in a same-file `cleanup()`). A call into another module named like a clean-up
 (`utils.cleanup()`, `teardown_distributed()`) is trusted to destroy the group. A script whose
 process group is created by a set-up helper in a sibling module (`init_distributed_mode(args)`
 defined in `utils.py` beside it, which calls `init_process_group`) owns that group and is checked
-the same way; so does a script that hands its main function to a launcher that starts workers
+the same way, also when the helper gets there through functions of further modules of the project
+(`init_dist(launcher)` calling `_init_dist_pytorch()` of another module, which calls a third: four
+modules deep; an import cycle stops the search there); so does a script that hands its main
+function to a launcher that starts workers
 which create the group (`launch(main, num_gpus)` from the project's package, offered through its
 `__init__.py`, or detectron2's `detectron2.engine.launch`). That finding has no automatic fix: the
 call belongs at the end of the function the workers run, not after `launch(...)` returns.

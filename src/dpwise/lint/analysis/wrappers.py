@@ -134,6 +134,10 @@ class Wrappers:
         info = self.ctx.idx.functions.get(scope)
         if info is not None and name in info.params:
             return self._param(scope, info.params.index(name), name, depth)
+        if info is not None and info.parent != MODULE and name in self.names.get(info.parent, {}):
+            # a closure (`def save_checkpoint(epoch):` inside `main`) sees its enclosing
+            # function's variable: its last value there
+            return self._name(name, info.parent, _END, depth + 1)
         if scope != MODULE and name in self.names[MODULE]:
             return self._name(name, MODULE, _END, depth + 1)
         return None

@@ -21,7 +21,10 @@ that saves, or of another module's helper named like a saver such as `save_on_ma
 (`net.module.state_dict()`).
 The wrapper is followed through assignments (`model = DDP(model)`), through
 `self.model = DDP(...)` in a class, and into same-file functions through their parameters
-(`save_checkpoint(ddp_model, ...)`). `model.module.state_dict()` is what it should be and is not
+(`save_checkpoint(ddp_model, ...)`), and into nested functions that use the enclosing
+function's variable (a `def save_checkpoint(epoch):` closure inside `main`, where it takes the
+variable's last value in `main`; a `nonlocal` rebinding inside the closure is not followed).
+`model.module.state_dict()` is what it should be and is not
 reported; neither is a name unwrapped where the model may be wrapped
 (`g = generator.module if distributed else generator`, or the same as an `if`/`else`). A
 conditional expression with the wrapper on one side is the wrapper on that path

@@ -33,6 +33,7 @@ from dpwise.lint.analysis.wrappers import Wrappers
 Factories = dict[str, int]  # function name -> line of its DataLoader call
 CALL_DEPTH = 4  # modules followed from a script's call to the one that creates the group
 _NOT_PROJECT = ("torch", "os", "sys", "numpy", "np")
+REEXPORT_DEPTH = 3  # a package's __init__.py re-exporting from a submodule, and so on
 
 
 class Project:
@@ -67,8 +68,9 @@ class Project:
 
     def loader_factory(self, importer: str, module: str, func: str) -> tuple[str, int] | None:
         """(path, line) of the unsharded DataLoader built by `module.func`, if it is one."""
-        if module.split(".")[0] in ("torch", "os", "sys", "numpy", "np"):
+        if module.split(".")[0] in _NOT_PROJECT:
             return None
+        importer, module, func = self.defining(importer, module, func)
         key = f"{os.path.dirname(importer)}|{module}"
         if key not in self._factories:
             path = self.module_path(importer, module)
@@ -78,8 +80,9 @@ class Project:
 
     def silences_print(self, importer: str, module: str, func: str) -> bool:
         """Does `module.func` replace `builtins.print` (directly or through its own helpers)?"""
-        if module.split(".")[0] in ("torch", "os", "sys", "numpy", "np"):
+        if module.split(".")[0] in _NOT_PROJECT:
             return False
+        importer, module, func = self.defining(importer, module, func)
         key = f"{os.path.dirname(importer)}|{module}"
         if key not in self._silencers:
             path = self.module_path(importer, module)
@@ -151,6 +154,7 @@ class Project:
 
     def builds_ddp(self, importer: str, module: str, func: str) -> bool:
         """Does the sibling module's function `func` return a `DistributedDataParallel`?"""
+        importer, module, func = self.defining(importer, module, func)
         key = f"{os.path.dirname(importer)}|{module}"
         if key not in self._ddp_factories:
             ctx = self._module(importer, module)
@@ -185,9 +189,25 @@ class Project:
                     return True
         return False
 
+    def defining(self, importer: str, module: str, func: str) -> tuple[str, str, str]:
+        """(importer, module, name) where `module.func` is defined: a package's `__init__.py`
+        that re-exports it (`from .samplers import get_sampler`, `from .samplers import *`) is
+        followed to the module that defines it, REEXPORT_DEPTH re-exports deep (as given where
+        nothing defines it)."""
+        for _ in range(REEXPORT_DEPTH):
+            ctx = self._module(importer, module)
+            if ctx is None or func in ctx.idx.functions:
+                break
+            found = _reexports(ctx, func)
+            if not found:
+                break
+            (module, func), importer = found[0], ctx.path
+        return importer, module, func
+
     def sampler_factory(self, importer: str, module: str, func: str) -> str | None:
         """`path:line` of the shuffling `DistributedSampler` that `module.func` builds and hands
         back to its caller (who then owns `set_epoch`), if it is one."""
+        importer, module, func = self.defining(importer, module, func)
         key = f"{os.path.dirname(importer)}|{module}"
         if key not in self._sampler_factories:
             ctx = self._module(importer, module)

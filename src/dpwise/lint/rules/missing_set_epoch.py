@@ -22,8 +22,10 @@ counts epochs) for a call of `set_epoch` with a non-constant argument (`sampler.
 samplers for evaluation data are not reported. A library function that builds the sampler and
 returns it (or a loader made from it) without iterating it, and that no epoch loop of its own file
 calls, leaves `set_epoch` to its caller: the finding is reported in the script that calls it
-(`get_loader(args)` from a sibling module) when that script runs an epoch loop with no
-`set_epoch`; there is no automatic fix for it (the sampler is not in that file).
+(`get_loader(args)` from a sibling module, or from a package whose `__init__.py` re-exports it
+from a submodule, three re-exports deep) when that script runs an epoch loop with no
+`set_epoch`; there is no automatic fix for it (the sampler is not in that file). Where it stops:
+a helper of another installed package (not in the project's folders) is not read.
 
 ## Why is this bad?
 `DistributedSampler` seeds its shuffle with `seed + epoch`. Without `set_epoch(epoch)` the epoch

@@ -1,0 +1,1 @@
+from .samplers import get_sampler

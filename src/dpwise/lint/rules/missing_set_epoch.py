@@ -16,9 +16,11 @@ DOCS = """\
 ## What it does
 Checks files that build a shuffling `DistributedSampler` and run an epoch loop (`for epoch in ...`,
 or an endless stream such as `while True: for batch in loader: yield batch`, where every pass is an
-epoch; also `for _ in range(args.epochs)` and `for _ in trange(n, desc="Epoch")`, whose range
-counts epochs) for a call of `set_epoch` with a non-constant argument (`sampler.set_epoch(epoch)`,
-`loader.sampler.set_epoch(epoch)`, on any receiver). Samplers built with `shuffle=False` and
+epoch, except a sampler's or iterator's own (`__iter__`, `__next__`, a method of a class named
+like a sampler), which yields indices; also `for _ in range(args.epochs)` and
+`for _ in trange(n, desc="Epoch")`, whose range counts epochs) for a call of `set_epoch` with a
+non-constant argument (`sampler.set_epoch(epoch)`, `loader.sampler.set_epoch(epoch)`, on any
+receiver). Samplers built with `shuffle=False` and
 samplers for evaluation data are not reported. A library function that builds the sampler and
 returns it (or a loader made from it) without iterating it, and that no epoch loop of its own file
 calls, leaves `set_epoch` to its caller: the finding is reported in the script that calls it
@@ -102,7 +104,17 @@ def _is_epoch_loop(ctx: FileContext, loop: ast.stmt) -> bool:
         isinstance(n, ast.Name) and "epoch" in n.id.lower() for n in ast.walk(target)
     ):
         return True
-    return _endless_passes(loop) or _counts_epochs(ctx, loop)
+    return (_endless_passes(loop) and not _in_sampler(ctx, loop)) or _counts_epochs(ctx, loop)
+
+
+def _in_sampler(ctx: FileContext, loop: ast.stmt) -> bool:
+    """A `while True:` of a sampler's or iterator's own (`__iter__` / `__next__`, or a method of
+    a class named like a sampler): how it yields indices, not a training loop's epochs."""
+    scope = ctx.scope(loop)
+    info = ctx.idx.functions.get(scope)
+    name = info.node.name if info is not None else ""
+    owner = (ctx.class_of(scope) or "").rsplit(".", 1)[-1]
+    return name in ("__iter__", "__next__") or owner.lower().endswith("sampler")
 
 
 def _epoch_loop(ctx: FileContext) -> bool:

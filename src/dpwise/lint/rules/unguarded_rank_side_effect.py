@@ -41,6 +41,7 @@ variable built from it earlier by `+`, an f-string, `os.path.join` or `Path`;
 `print(f"Rank {rank} Epoch {epoch} completed")` is such a progress line), progress prints that
 mention no metric, constant status lines (`print("start training")`), echoes of the options
 (`print("loss_scale = {}".format(args.loss_scale))`: a `loss_scale` is a setting, not a loss;
+and any print whose every value is an option, `print("Loss scaling:", hparams.loss_scale)`;
 values read from `args`, `opt`, `cfg`, `config` or `hparams` are options), prints with `force=True`,
 messages on an error path (the block ends in `raise` or `sys.exit(...)`), and side effects inside
 functions this file never calls (whoever calls them decides). A `print` after a set-up call that
@@ -128,12 +129,35 @@ def _config_value(node: ast.AST) -> bool:
     return isinstance(node, ast.Name) and node.id.lower() in _CONFIG_ROOTS
 
 
+def _shown_values(expr: ast.AST) -> list[ast.AST]:
+    """The non-constant values a print argument shows: an f-string's fields, `.format(...)`'s
+    and `%`'s operands, or the expression itself."""
+    if isinstance(expr, ast.Constant):
+        return []
+    if isinstance(expr, ast.JoinedStr):
+        return [v.value for v in expr.values if isinstance(v, ast.FormattedValue)]
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "format"
+        and isinstance(expr.func.value, ast.Constant)
+    ):
+        return [*expr.args, *(k.value for k in expr.keywords)]
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Mod):
+        right = expr.right
+        return list(right.elts) if isinstance(right, ast.Tuple) else [right]
+    return [expr]
+
+
 def _reports_metrics(call: ast.Call) -> bool:
     """A print of a value named like a metric; a constant status line reports nothing, and
     neither does an echo of the options (`print("loss_scale = {}".format(args.loss_scale))`)."""
     values = [*call.args, *(k.value for k in call.keywords if k.arg is not None)]
     if all(isinstance(v, ast.Constant) for v in values):
         return False
+    shown = [v for value in values for v in _shown_values(value)]
+    if shown and all(_config_value(v) for v in shown):
+        return False  # `print("Loss scaling:", hparams.loss_scale)`: the options, echoed
     words: set[str] = set()
     for node in ast.walk(call):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):

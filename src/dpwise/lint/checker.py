@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+import time
 from collections.abc import Iterable
 
 from dpwise.lint import files
@@ -11,7 +12,8 @@ from dpwise.lint.analysis.context import FileContext
 from dpwise.lint.analysis.project import Project
 from dpwise.lint.fix.edits import column as _column
 from dpwise.lint.model import Finding, Fix, Hit, Rule
-from dpwise.lint.rules import CHECKS, FIXERS, NOT_CHECKED, SYNTAX_ERROR, selected
+from dpwise.lint.rules import CHECKS, FIXERS, INCOMPLETE, NOT_CHECKED, SYNTAX_ERROR, selected
+from dpwise.lint.rules.analysis_incomplete import FILE_BUDGET_S
 
 # A file that mentions none of these cannot trigger any rule (names resolve through imports of
 # torch or the conventional aliases, or through a set-up helper such as `dist_util.setup_dist()`
@@ -95,15 +97,26 @@ def _syntax_error(path: str, source: str, exc: Exception) -> Finding:
 
 
 def _not_checked(path: str, source: str, why: str) -> Finding:
+    return _about_file(NOT_CHECKED, path, source, why)
+
+
+def _stopped(path: str, source: str, done: int, total: int) -> Finding:
+    """The file's rules took their time budget: the ones after `done` did not run."""
+    why = f"{done} of {total} rules ran within the {FILE_BUDGET_S:g} s a file may take"
+    return _about_file(INCOMPLETE, path, source, why)
+
+
+def _about_file(rule: Rule, path: str, source: str, why: str) -> Finding:
+    """A finding about the whole file (its first line), that the checker reports itself."""
     return Finding(
         path=path,
         line=1,
         col=1,
-        code=NOT_CHECKED.code,
-        name=NOT_CHECKED.name,
-        severity=NOT_CHECKED.severity,
-        message=f"{NOT_CHECKED.message}: {why}",
-        help=NOT_CHECKED.help,
+        code=rule.code,
+        name=rule.name,
+        severity=rule.severity,
+        message=f"{rule.message}: {why}",
+        help=rule.help,
         end_line=1,
         end_col=0,
         source_line=source.split("\n", 1)[0][:200],
@@ -134,6 +147,7 @@ def _lint_source(
     source: str, path: str, rules: list[Rule], project: Project | None, fixes: bool
 ) -> list[Finding]:
     codes = {r.code for r in rules}
+    deadline = time.monotonic() + FILE_BUDGET_S  # parsing counts too
     try:
         tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError) as exc:
@@ -142,10 +156,13 @@ def _lint_source(
         return []
     ctx = FileContext(path, source, tree, project)
     found: list[Finding] = []
-    for rule in rules:
-        check = CHECKS.get(rule.code)
-        if check is None:
-            continue
+    run = [r for r in rules if r.code in CHECKS]
+    for done, rule in enumerate(run):
+        check = CHECKS[rule.code]
+        if time.monotonic() > deadline and rule.code != INCOMPLETE.code:
+            if INCOMPLETE.code in codes:
+                found.append(_stopped(path, source, done, len(run)))
+            break
         try:
             found += [_finding(rule, path, ctx, hit, fixes) for hit in check(ctx)]
         except (RecursionError, MemoryError):

@@ -39,6 +39,8 @@ class ProjectView(Protocol):
     def loader_factory(self, importer: str, module: str, func: str) -> tuple[str, int] | None: ...
     def sampler_factory(self, importer: str, module: str, func: str) -> str | None: ...
     def silences_print(self, importer: str, module: str, func: str) -> bool: ...
+    def stops(self, path: str) -> list[str]: ...
+    def runs_as_main(self, importer: str, module: str, func: str) -> bool: ...
 
 
 Site = tuple[str, ast.Call]  # (caller scope, call node)
@@ -154,11 +156,15 @@ class FileContext:
 
     def group_helper_calls(self) -> Iterator[ast.Call]:
         """Calls of another module's function of the project that creates the process group, and
-        of a well-known launcher whose workers do (`detectron2.engine.launch`)."""
+        of a well-known launcher whose workers do (`detectron2.engine.launch`). Another program's
+        own main function (the one its `__main__` block runs: a submitit wrapper calling
+        `main.main(args)`) is not a set-up helper: what it owns is that program's to clean up."""
         project = self.project
         for call, module, func in self.sibling_calls():
             if f"{module}.{func}" in N.GROUP_LAUNCHERS or (
-                project is not None and project.creates_group(self.path, module, func)
+                project is not None
+                and project.creates_group(self.path, module, func)
+                and not project.runs_as_main(self.path, module, func)
             ):
                 yield call
 

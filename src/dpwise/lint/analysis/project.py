@@ -46,6 +46,8 @@ class Project:
         self._ddp_factories: dict[str, frozenset[str]] = {}
         self._sampler_factories: dict[str, dict[str, int]] = {}
         self._deep: dict[tuple[str, str], bool] = {}  # (module path, function): through modules
+        self._bounded: dict[tuple[str, str], bool] = {}  # its search reached CALL_DEPTH
+        self._stops: dict[str, list[str]] = {}  # linted file -> helpers whose search stopped
 
     def module_path(self, importer: str, module: str) -> str | None:
         level = len(module) - len(module.lstrip("."))
@@ -109,16 +111,40 @@ class Project:
         followed to the module that defines it."""
         if self._names(self._group_makers, group_makers, importer, module, func, depth):
             return True
-        return self._through_modules(importer, module, func, depth)
+        found = self._through_modules(importer, module, func, depth)
+        if depth == 0 and not found:
+            ctx = self._module(importer, module)
+            if ctx is not None and self._bounded.get((ctx.path, func)):
+                self._stops.setdefault(importer, []).append(f"{module}.{func}")
+        return found
+
+    def runs_as_main(self, importer: str, module: str, func: str) -> bool:
+        """Is `module.func` what that module's own `if __name__ == "__main__":` block calls?"""
+        importer, module, func = self.defining(importer, module, func)
+        ctx = self._module(importer, module)
+        guard = ctx.main_guard if ctx is not None else None
+        return guard is not None and any(
+            isinstance(n, ast.Call) and N.last_name(n.func) == func
+            for stmt in guard.body
+            for n in ast.walk(stmt)
+        )
+
+    def stops(self, path: str) -> list[str]:
+        """The helpers of file ``path`` whose search for a process group reached CALL_DEPTH
+        modules and stopped there (what lies further was not read)."""
+        return list(dict.fromkeys(self._stops.get(path, [])))
 
     def _through_modules(self, importer: str, module: str, func: str, depth: int) -> bool:
         """`func` reaches a call of another project module's function that creates the group
         (`init_dist(launcher)` -> `_init_dist_pytorch()` imported from a third module). Bounded
         by CALL_DEPTH; a cycle of imports answers no."""
         ctx = self._module(importer, module)
-        if ctx is None or depth >= CALL_DEPTH:
+        if ctx is None:
             return False
         key = (ctx.path, func)
+        if depth >= CALL_DEPTH:
+            self._bounded[key] = True  # a module further down that was not read
+            return False
         if key in self._deep:
             return self._deep[key]
         self._deep[key] = False  # while it is being answered: a cycle back here says no
@@ -130,7 +156,12 @@ class Project:
             sub, _, name = q.rpartition(".")
             if not sub or sub.split(".")[0] in _NOT_PROJECT:
                 return False
-            return self.creates_group(c.path, sub, name, depth + 1)
+            if self.creates_group(c.path, sub, name, depth + 1):
+                return True
+            below = self._module(c.path, sub)
+            if below is not None and self._bounded.get((below.path, name)):
+                self._bounded[key] = True
+            return False
 
         self._deep[key] = func in _public(ctx, Flow(ctx, makes))
         return self._deep[key]

@@ -17,6 +17,7 @@ from dpwise.lint.analysis.context import FileContext
 from dpwise.lint.model import Fix, Hit, Rule
 from dpwise.lint.rules import (
     accumulation_without_no_sync,
+    analysis_incomplete,
     batchnorm_without_sync,
     collective_under_rank_guard,
     data_parallel_usage,
@@ -66,8 +67,9 @@ CODES: tuple[tuple[str, ModuleType], ...] = (
     ("DPW019", no_sync_without_forward),
     ("DPW020", find_unused_parameters),
     ("DPW021", loss_divided_by_world_size),
+    ("DPW022", analysis_incomplete),
 )
-NEXT_CODE = "DPW022"
+NEXT_CODE = "DPW023"
 
 for _code, _module in CODES:
     if _module.RULE.code != _code:
@@ -75,9 +77,10 @@ for _code, _module in CODES:
 
 SYNTAX_ERROR = syntax_error.RULE
 NOT_CHECKED = file_not_checked.RULE
+INCOMPLETE = analysis_incomplete.RULE
 
 RULES: tuple[Rule, ...] = tuple(m.RULE for _, m in CODES)
-ALWAYS_ON = frozenset({SYNTAX_ERROR.code, NOT_CHECKED.code})  # unless ignored
+ALWAYS_ON = frozenset({SYNTAX_ERROR.code, NOT_CHECKED.code, INCOMPLETE.code})  # unless ignored
 # The rules the checker reports itself have no `check` of their own.
 CHECKS: dict[str, Check] = {code: m.check for code, m in CODES if hasattr(m, "check")}
 # A rule module with a `fix(ctx, hit)` offers fixes (`dpwise lint --fix`).

@@ -1,0 +1,5 @@
+from pkg.b import step as step_b
+
+
+def setup_distributed():
+    step_b()

@@ -1,0 +1,5 @@
+from pkg.f import step as step_f
+
+
+def step():
+    step_f()

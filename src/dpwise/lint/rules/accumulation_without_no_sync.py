@@ -23,6 +23,8 @@ step after it. A backward under an `if` that is not an accumulation test (`if fp
 scaler.scale(loss).backward() else: loss.backward()`) still runs every iteration. A function that
 runs one micro-step per call (`def optimize(self, loss):` with `loss.backward()` on every call and
 `optimizer.step()` under `if self.n_iter % k == 0:`) is checked the same way as a loop body.
+Each branch of an `if` in the loop is also checked on its own: `if ACCUMULATION_STEPS > 1:`
+accumulating, `else:` stepping every pass, is accumulation in the first branch.
 Files that use `no_sync` or toggle `require_backward_grad_sync` (nanoGPT's way) anywhere, directly
 or through a helper of this file or a sibling module (`with misc.ddp_sync(ddp, last):` whose
 definition calls `no_sync()`), are not reported.
@@ -162,6 +164,9 @@ def _gated_step(ctx: FileContext, where: ast.AST, scope: str, level: dict) -> as
 def _accumulates(ctx: FileContext, loop: ast.stmt) -> Iterator[Hit]:
     level = _level(loop.body)  # type: ignore[attr-defined]
     backward = _gated_step(ctx, loop, ctx.scope(loop), level)
+    if backward is None:  # `if ACCUMULATION_STEPS > 1: <accumulates> else: <steps every pass>`
+        backward, branch = _gated_branch(ctx, loop)
+        level = branch if backward is not None else level
     if backward is not None:
         step = next(s for s, _ in level["step"])
         yield Hit(backward, message=f"{RULE.message} (`.step()` only on line {step.lineno})")
@@ -177,6 +182,20 @@ def _accumulates(ctx: FileContext, loop: ast.stmt) -> Iterator[Hit]:
                 backward_calls[0],
                 message=f"{RULE.message} (`.step()` after the loop, line {step.lineno})",
             )
+
+
+def _gated_branch(ctx: FileContext, loop: ast.stmt) -> tuple[ast.Call | None, dict]:
+    """A branch of an `if` in the loop that accumulates on its own (its backward every pass, its
+    steps only under an accumulation test), whatever the other branch does."""
+    for stmt in loop.body:  # type: ignore[attr-defined]
+        if not isinstance(stmt, ast.If):
+            continue
+        for branch in (stmt.body, stmt.orelse):
+            level = _level(branch)
+            backward = _gated_step(ctx, loop, ctx.scope(loop), level)
+            if backward is not None:
+                return backward, level
+    return None, {}
 
 
 def _per_micro_step(ctx: FileContext) -> Iterator[Hit]:

@@ -12,6 +12,7 @@ import re
 
 import mkdocs_gen_files
 
+from dpwise.lint import reach
 from dpwise.lint.rules import FIXERS, RULES
 
 NAV_SECTION = "Lint rules"
@@ -79,6 +80,7 @@ def rule_page(rule) -> str:
             "",
             rule.docs.rstrip(),
             "",
+            reach.section(rule.name),
         ]
     )
 

@@ -35,3 +35,13 @@ def test_a_deep_helper_is_followed_up_to_the_bound_and_said_beyond_it():
     assert [(f.name, f.severity) for f in deep] == [("analysis-incomplete", "info")]
     shallow = lint_paths([str(CHAIN / "good_helper_within_the_bound.py")])
     assert shallow == []
+
+
+def test_every_rule_says_what_the_analysis_follows_and_where_it_stops():
+    from dpwise.lint import RULES, reach
+    from dpwise.lint.session import explain
+
+    assert set(reach.PER_RULE) == {r.name for r in RULES}
+    for rule in RULES:
+        text = explain(rule.name)
+        assert reach.HEADING in text and reach.PER_RULE[rule.name] in text

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from dpwise.errors import DpwiseError
-from dpwise.lint import files, fixer
+from dpwise.lint import files, fixer, reach
 from dpwise.lint.analysis.project import Project
 from dpwise.lint.checker import lint_paths
 from dpwise.lint.diagnostics import Fixing, plural, render, render_fixed
@@ -23,7 +23,8 @@ def explain(token: str) -> str:
             f"--explain: unknown rule {token!r}; see 'dpwise lint --list-rules' for codes and names"
         )
     title = f"# {rule.name} ({rule.code})"
-    return f"{title}\n\nSeverity: {rule.severity}\n\n{rule.summary}.\n\n{rule.docs.rstrip()}\n"
+    docs = f"{rule.docs.rstrip()}\n\n{reach.section(rule.name)}"
+    return f"{title}\n\nSeverity: {rule.severity}\n\n{rule.summary}.\n\n{docs}"
 
 
 def rule_table(rules: tuple[Rule, ...] = RULES) -> str:

@@ -15,9 +15,10 @@ set-up at module level, or another entry point (`fire.Fire`, `typer.run`, `@hydr
 found as Python finds them from the script (beside it, in a package, one or two folders up), a
 package's `__init__.py` re-exports followed three deep. Not followed by any rule: code of
 installed packages, values stored in containers or passed to functions the file does not define,
-methods called on instances of other modules' classes, names a script binds by
-`from module import *` (a package's own re-exports excepted), and code run through `exec`,
-`eval` or string templates. Bounds that are hit are said
+methods called on instances of other modules' classes, and code run through `exec`, `eval` or
+string templates. From `from util import *` of a project module, a script gets the modules that
+module imports (`utils.init_distributed_mode` where `util/__init__.py` says
+`import util.utils as utils`); other names it binds are not followed. Bounds that are hit are said
 (`analysis-incomplete`)."""
 
 PER_RULE = {

@@ -41,6 +41,7 @@ class ProjectView(Protocol):
     def silences_print(self, importer: str, module: str, func: str) -> bool: ...
     def stops(self, path: str) -> list[str]: ...
     def runs_as_main(self, importer: str, module: str, func: str) -> bool: ...
+    def star_binding(self, importer: str, module: str, name: str) -> str | None: ...
 
 
 Site = tuple[str, ast.Call]  # (caller scope, call node)
@@ -105,12 +106,40 @@ class FileContext:
     def sibling_calls(self) -> Iterator[tuple[ast.Call, str, str]]:
         """(call, module, function) for calls of a function imported from another module."""
         for call in self.idx.all_calls():
-            q = self.qual(call.func)
+            q = self.qual(call.func) or self.star_qual(call.func)
             if q is None or self.callee(call) is not None or "." not in q.lstrip("."):
                 continue
             module, _, func = q.rpartition(".")
             if module.split(".")[0] not in ("torch", "os", "sys", "numpy", "np"):
                 yield call, module, func
+
+    @cached_property
+    def star_modules(self) -> list[str]:
+        """The modules this file imports every name of (`from util import *`)."""
+        return [
+            "." * i.level + (i.module or "")
+            for i in self.idx.imports
+            if isinstance(i, ast.ImportFrom) and any(a.name == "*" for a in i.names)
+        ]
+
+    def star_qual(self, expr: ast.AST) -> str | None:
+        """The dotted name of `utils.init_distributed_mode` where the file never imports `utils`
+        itself but gets it from a project module through `from util import *` (whose
+        `__init__.py` binds `utils`); None otherwise."""
+        if self.project is None or not self.star_modules:
+            return None
+        parts: list[str] = []
+        node = expr
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not parts or not isinstance(node, ast.Name) or node.id in self.idx.bound:
+            return None
+        for star in self.star_modules:
+            bound = self.project.star_binding(self.path, star, node.id)
+            if bound is not None:
+                return ".".join([bound, *reversed(parts)])
+        return None
 
     @cached_property
     def init_calls(self) -> list[ast.Call]:

@@ -118,6 +118,28 @@ class Project:
                 self._stops.setdefault(importer, []).append(f"{module}.{func}")
         return found
 
+    def star_binding(self, importer: str, module: str, name: str) -> str | None:
+        """The module that `module` binds to `name` by an import (`import util.utils as utils`,
+        `from . import utils`), as the importer would name it; None when it binds none."""
+        ctx = self._module(importer, module)
+        if ctx is None or module.startswith("."):
+            return None
+        package = module if ctx.path.endswith("__init__.py") else module.rpartition(".")[0]
+        for imp in ctx.idx.imports:
+            for alias in imp.names:
+                if (alias.asname or alias.name.split(".")[0]) != name:
+                    continue
+                if isinstance(imp, ast.Import):
+                    return alias.name if alias.asname else name
+                anchor = package
+                for _ in range(max(imp.level - 1, 0)):
+                    anchor = anchor.rpartition(".")[0]
+                base = imp.module or ""
+                if imp.level:
+                    base = ".".join(p for p in (anchor, imp.module or "") if p)
+                return ".".join(p for p in (base, alias.name) if p)
+        return None
+
     def runs_as_main(self, importer: str, module: str, func: str) -> bool:
         """Is `module.func` what that module's own `if __name__ == "__main__":` block calls?"""
         importer, module, func = self.defining(importer, module, func)

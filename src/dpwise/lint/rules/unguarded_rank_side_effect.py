@@ -279,7 +279,7 @@ def _silences_print(ctx: FileContext, call: ast.Call) -> bool:
     key = ctx.callee(call)
     if key is not None:
         return replaces_print(ctx.function_node(key))
-    q = ctx.qual(call.func)
+    q = ctx.qual(call.func) or ctx.star_qual(call.func)
     if ctx.project is None or q is None or "." not in q.lstrip("."):
         return False
     module, _, func = q.rpartition(".")

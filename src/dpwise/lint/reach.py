@@ -6,19 +6,20 @@ from __future__ import annotations
 HEADING = "## What the analysis follows, and where it stops"
 
 COMMON = """\
-Every rule reads the file parsed, never imported. Names are resolved through the file's imports
-and aliases; same-file functions are followed through their calls (each call site, cycles
-stopped). A file is a program when it has an `if __name__ == "__main__":` block, distributed
-set-up at module level, or another entry point (`fire.Fire`, `typer.run`, `@hydra.main`,
-`@click.command`, a Typer app's command, a console script of the project's `pyproject.toml`,
-`setup.cfg` or `setup.py`). Modules of the project are read from disk where a rule says so above,
-found as Python finds them from the script (beside it, in a package, one or two folders up), a
-package's `__init__.py` re-exports followed three deep. Not followed by any rule: code of
-installed packages, values stored in containers or passed to functions the file does not define,
-methods called on instances of other modules' classes, and code run through `exec`, `eval` or
-string templates. From `from util import *` of a project module, a script gets the modules that
-module imports (`utils.init_distributed_mode` where `util/__init__.py` says
-`import util.utils as utils`); other names it binds are not followed. Bounds that are hit are said
+Every rule reads the file parsed, never imported. Names are resolved through the file's imports and
+aliases; same-file functions are followed through their calls (each call site, cycles stopped),
+methods too: `self.method()` in a class, and `env.start()` where `env = Environment()` of a
+same-file class is the name's one assignment. A file is a program when it has an `if __name__ ==
+"__main__":` block, distributed set-up at module level, or another entry point (`fire.Fire`,
+`typer.run`, `@hydra.main`, `@click.command`, a Typer app's command, a console script of the
+project's `pyproject.toml`, `setup.cfg` or `setup.py`). Modules of the project are read from disk
+where a rule says so above, found as Python finds them from the script (beside it, in a package,
+one or two folders up), a package's `__init__.py` re-exports followed three deep. Not followed by
+any rule: code of installed packages, values stored in containers or passed to functions the file
+does not define, methods of instances of other modules' classes, and code run through `exec`,
+`eval` or string templates. From `from util import *` of a project module, a script gets the
+modules that module imports (`utils.init_distributed_mode` where `util/__init__.py` says `import
+util.utils as utils`); other names it binds are not followed. Bounds that are hit are said
 (`analysis-incomplete`)."""
 
 PER_RULE = {

@@ -249,8 +249,34 @@ class FileContext:
             cls = self.class_of(scope)
             if cls is not None and f"{cls}.{func.attr}" in self.idx.functions:
                 key = f"{cls}.{func.attr}"
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            cls = self._instance_of(func.value.id, scope)
+            if cls is not None and f"{cls}.{func.attr}" in self.idx.functions:
+                key = f"{cls}.{func.attr}"  # `env = DistEnv(); env.init()`
         self._local[call] = key
         return key
+
+    def _instance_of(self, name: str, scope: str) -> str | None:
+        """The same-file class whose instance `name` holds: its one assignment in the scope (or
+        at module level) is `name = Cls(...)`."""
+        for where in dict.fromkeys((scope, MODULE)):
+            values = [
+                s.value
+                for s in self.idx.assigns.get(where, ())
+                if isinstance(s, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == name for t in s.targets)
+            ]
+            if values:
+                value = values[0] if len(values) == 1 else None
+                if (
+                    isinstance(value, ast.Call)
+                    and isinstance(value.func, ast.Name)
+                    and value.func.id in self.idx.classes
+                    and value.func.id not in self.names.aliases
+                ):
+                    return value.func.id
+                return None
+        return None
 
     def class_of(self, scope: str) -> str | None:
         fns = self.idx.functions

@@ -7,7 +7,9 @@ HEADING = "## What the analysis follows, and where it stops"
 
 COMMON = """\
 Every rule reads the file parsed, never imported. Names are resolved through the file's imports and
-aliases; same-file functions are followed through their calls (each call site, cycles stopped),
+aliases, and through a name the file binds once to an imported class or function taken as a value
+(`Wrapper = DistributedDataParallel`, `make_ddp = functools.partial(DistributedDataParallel,
+...)`); same-file functions are followed through their calls (each call site, cycles stopped),
 methods too: `self.method()` in a class, and `env.start()` where `env = Environment()` of a
 same-file class is the name's one assignment. A file is a program when it has an `if __name__ ==
 "__main__":` block, distributed set-up at module level, or another entry point (`fire.Fire`,

@@ -179,6 +179,12 @@ class Names:
         self._memo[expr] = result
         return result
 
+    def add_aliases(self, extra: dict[str, str]) -> None:
+        """More names that stand for a dotted name (values bound in the file); answers given
+        before are forgotten."""
+        self.aliases.update(extra)
+        self._memo.clear()
+
     def base(self, name: str) -> str | None:
         if name in self.aliases:
             return self.aliases[name]

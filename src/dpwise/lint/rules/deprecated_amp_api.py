@@ -107,6 +107,8 @@ def check(ctx: FileContext) -> Iterator[Hit]:
     for call in ctx.calls_to(N.DEPRECATED_AMP):
         if _fallback(ctx, call):
             continue
+        if isinstance(call.func, ast.Name) and call.func.id in ctx.value_aliases:
+            continue  # a call through `autocast = torch.cuda.amp.autocast`: reported there
         yield _hit(call, ctx.qual(call.func))  # type: ignore[arg-type]
     for info in ctx.idx.functions.values():
         for decorator in info.node.decorator_list:

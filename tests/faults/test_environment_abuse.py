@@ -83,3 +83,17 @@ def test_torchs_error_banner_is_never_the_cause_shown():
         verify._cause(banner, 4)
         == "failed under torchrun (worker failed); run it by hand to see why"
     )
+
+
+def test_a_temporary_folder_too_deep_for_a_unix_socket_still_launches(tmp_path):
+    """A deep TMPDIR (a job's scratch folder) leaves no room for the fork server's socket path
+    (107 bytes): it goes to a short system folder instead of `OSError: AF_UNIX path too long`."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dpwise", "train", "--strategy", "ddp", "--nproc", "2",
+         "--max-steps", "2", "--quiet"],
+        capture_output=True, text=True, env=child_env({"TMPDIR": str(deep)}), timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in deep.iterdir() if not p.name.startswith("torchinductor_")] == []

@@ -84,10 +84,37 @@ def ensure_running(*modules: str) -> None:
 
     from dpwise.infra.interrupts import children_held
 
+    _short_socket_folder()
     with children_held():
         forkserver.ensure_running()
     if not _STOP_AT_EXIT:
         _STOP_AT_EXIT.append(atexit.register(stop_now))
+
+
+# A Unix socket's path holds at most 107 bytes; multiprocessing puts the server's socket at
+# TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX (about 35 bytes below TMPDIR).
+_SOCKET_PATH_MAX = 107
+_SOCKET_BELOW_TMPDIR = 40
+
+
+def _short_socket_folder() -> None:
+    """Where TMPDIR is too long for the server's socket (a deep job folder, a test's temporary
+    path), multiprocessing would fail with `OSError: AF_UNIX path too long`: its folder is made
+    in a short system temporary folder instead, removed at exit as multiprocessing removes its
+    own (and by the orphaned server after a kill -9: it keeps the `pymp-` name)."""
+    import shutil
+    import tempfile
+    from multiprocessing import process, util
+
+    config = process.current_process()._config  # type: ignore[attr-defined]
+    if config.get("tempdir") or len(tempfile.gettempdir()) + _SOCKET_BELOW_TMPDIR < _SOCKET_PATH_MAX:
+        return
+    for base in ("/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
+            folder = tempfile.mkdtemp(prefix="pymp-", dir=base)
+            util.Finalize(None, util._remove_temp_dir, args=(shutil.rmtree, folder), exitpriority=-100)  # type: ignore[attr-defined]
+            config["tempdir"] = folder
+            return
 
 
 def stop_now() -> None:

@@ -66,9 +66,10 @@ PER_RULE = {
     ),
     "unguarded-rank-side-effect": (
         "Rank guards through same-file functions and their call sites, early exits and flags; a "
-        "`print` replaced by a set-up helper of the file or of a project module; a process group "
-        "made by a project helper, four modules deep. A guard applied by a caller in another "
-        "module is not seen: a function this file never calls is not judged."
+        "`print` replaced by a set-up helper of the file or of a project module (four modules "
+        "deep); a process group made by a project helper, four modules deep. A guard applied by "
+        "a caller in another module is not seen: a function this file never calls is not "
+        "judged."
     ),
     "wrapped-state-dict": (
         "The wrapper through assignments, `self.` attributes of one class, same-file function "

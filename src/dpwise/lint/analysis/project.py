@@ -45,8 +45,9 @@ class Project:
         self._launchers: dict[str, frozenset[str]] = {}
         self._ddp_factories: dict[str, frozenset[str]] = {}
         self._sampler_factories: dict[str, dict[str, int]] = {}
-        self._deep: dict[tuple[str, str], bool] = {}  # (module path, function): through modules
-        self._bounded: dict[tuple[str, str], bool] = {}  # its search reached CALL_DEPTH
+        # (question, module path, function): the answer through further modules
+        self._deep: dict[tuple[str, str, str], bool] = {}
+        self._bounded: dict[tuple[str, str, str], bool] = {}  # its search reached CALL_DEPTH
         self._stops: dict[str, list[str]] = {}  # linted file -> helpers whose search stopped
 
     def module_path(self, importer: str, module: str) -> str | None:
@@ -80,8 +81,9 @@ class Project:
         path, factories = self._factories[key]
         return (path, factories[func]) if func in factories else None
 
-    def silences_print(self, importer: str, module: str, func: str) -> bool:
-        """Does `module.func` replace `builtins.print` (directly or through its own helpers)?"""
+    def silences_print(self, importer: str, module: str, func: str, depth: int = 0) -> bool:
+        """Does `module.func` replace `builtins.print` (directly, through its own helpers, or
+        through further modules of the project, CALL_DEPTH deep)?"""
         if module.split(".")[0] in _NOT_PROJECT:
             return False
         importer, module, func = self.defining(importer, module, func)
@@ -90,7 +92,9 @@ class Project:
             path = self.module_path(importer, module)
             ctx = _context(path) if path else None
             self._silencers[key] = print_silencers(ctx) if ctx is not None else frozenset()
-        return func in self._silencers[key]
+        if func in self._silencers[key]:
+            return True
+        return self._through_modules(importer, module, func, depth, self.silences_print)
 
     def _module(self, importer: str, module: str) -> FileContext | None:
         key = f"{os.path.dirname(importer)}|{module}"
@@ -111,10 +115,10 @@ class Project:
         followed to the module that defines it."""
         if self._names(self._group_makers, group_makers, importer, module, func, depth):
             return True
-        found = self._through_modules(importer, module, func, depth)
+        found = self._through_modules(importer, module, func, depth, self.creates_group)
         if depth == 0 and not found:
             ctx = self._module(importer, module)
-            if ctx is not None and self._bounded.get((ctx.path, func)):
+            if ctx is not None and self._bounded.get(("creates_group", ctx.path, func)):
                 self._stops.setdefault(importer, []).append(f"{module}.{func}")
         return found
 
@@ -156,14 +160,15 @@ class Project:
         modules and stopped there (what lies further was not read)."""
         return list(dict.fromkeys(self._stops.get(path, [])))
 
-    def _through_modules(self, importer: str, module: str, func: str, depth: int) -> bool:
-        """`func` reaches a call of another project module's function that creates the group
-        (`init_dist(launcher)` -> `_init_dist_pytorch()` imported from a third module). Bounded
-        by CALL_DEPTH; a cycle of imports answers no."""
+    def _through_modules(self, importer: str, module: str, func: str, depth: int, ask) -> bool:  # type: ignore[no-untyped-def]
+        """`func` reaches a call of another project module's function for which ``ask``
+        (`creates_group`, `silences_print`) says yes (`init_dist(launcher)` ->
+        `_init_dist_pytorch()` imported from a third module). Bounded by CALL_DEPTH; a cycle of
+        imports answers no."""
         ctx = self._module(importer, module)
         if ctx is None:
             return False
-        key = (ctx.path, func)
+        key = (ask.__name__, ctx.path, func)
         if depth >= CALL_DEPTH:
             self._bounded[key] = True  # a module further down that was not read
             return False
@@ -178,10 +183,10 @@ class Project:
             sub, _, name = q.rpartition(".")
             if not sub or sub.split(".")[0] in _NOT_PROJECT:
                 return False
-            if self.creates_group(c.path, sub, name, depth + 1):
+            if ask(c.path, sub, name, depth + 1):
                 return True
             below = self._module(c.path, sub)
-            if below is not None and self._bounded.get((below.path, name)):
+            if below is not None and self._bounded.get((ask.__name__, below.path, name)):
                 self._bounded[key] = True
             return False
 

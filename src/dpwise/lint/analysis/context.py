@@ -289,16 +289,23 @@ class FileContext:
         self._local[call] = key
         return key
 
+    @cached_property
+    def _assigned(self) -> dict[tuple[str, str], list[ast.AST]]:
+        """(scope, name) -> the values of its plain assignments, in order."""
+        table: dict[tuple[str, str], list[ast.AST]] = defaultdict(list)
+        for where, stmts in self.idx.assigns.items():
+            for stmt in stmts:
+                if isinstance(stmt, ast.Assign):
+                    for target in stmt.targets:
+                        if isinstance(target, ast.Name):
+                            table[(where, target.id)].append(stmt.value)
+        return table
+
     def _instance_of(self, name: str, scope: str) -> str | None:
         """The same-file class whose instance `name` holds: its one assignment in the scope (or
         at module level) is `name = Cls(...)`."""
         for where in dict.fromkeys((scope, MODULE)):
-            values = [
-                s.value
-                for s in self.idx.assigns.get(where, ())
-                if isinstance(s, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == name for t in s.targets)
-            ]
+            values = self._assigned.get((where, name))
             if values:
                 value = values[0] if len(values) == 1 else None
                 if (

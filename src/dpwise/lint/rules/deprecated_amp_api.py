@@ -130,9 +130,14 @@ def _passed_as_values(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     handed to `functools.partial(torch.cuda.amp.autocast, dtype=...)`."""
     if "amp" not in ctx.idx.attrs and not any("amp" in (i.module or "") for i in _froms(ctx)):
         return
+    imported = ctx.names.aliases
     for node in ast.walk(ctx.tree):
         if not isinstance(node, ast.Attribute | ast.Name) or not isinstance(node.ctx, ast.Load):
             continue
+        if (node.attr if isinstance(node, ast.Attribute) else node.id) not in _KINDS and not (
+            isinstance(node, ast.Name) and node.id in imported
+        ):
+            continue  # cheap: only the entry points' own names, or a name an import binds
         q = ctx.qual(node)
         if q not in N.DEPRECATED_AMP:
             continue

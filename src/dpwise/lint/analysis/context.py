@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from dpwise.lint.analysis import entries
 from dpwise.lint.analysis import names as N
+from dpwise.lint.analysis.bindings import value_aliases
 from dpwise.lint.analysis.index import (
     FUNCTIONS,
     LOOPS,
@@ -46,7 +47,6 @@ class ProjectView(Protocol):
 
 Site = tuple[str, ast.Call]  # (caller scope, call node)
 _TARGETS = ("fn", "target")
-_PARTIAL = frozenset({"functools.partial"})
 SCOPE_BOUNDARY = (*FUNCTIONS, ast.Lambda, ast.ClassDef, ast.Module)
 
 
@@ -60,7 +60,7 @@ class FileContext:
         self.project = project
         self.idx: Index = build_index(tree)
         self.names = N.Names(N.import_aliases(self.idx.imports), self.idx.bound)
-        self.value_aliases = self._value_aliases()
+        self.value_aliases = value_aliases(self.idx, self.names)
         self.names.add_aliases(self.value_aliases)
         self._local: dict[ast.AST, str | None] = {}
         self.memo: dict[str, Any] = {}  # answers a rule computes once per file
@@ -68,36 +68,6 @@ class FileContext:
     # -- names and calls -------------------------------------------------------------------
     def qual(self, expr: ast.AST) -> str | None:
         return self.names.qual(expr)
-
-    def _value_aliases(self) -> dict[str, str]:
-        """Names the file binds once, anywhere, to an imported class or function taken as a
-        value: `Wrapper = DistributedDataParallel`, `ddp = functools.partial(DDP,
-        device_ids=[rank])`, `sampler_cls = DistributedSampler`; a call through the name is a
-        call of what it names, for every rule."""
-        counts: dict[str, int] = defaultdict(int)
-        found: dict[str, str] = {}
-        for stmts in self.idx.assigns.values():
-            for stmt in stmts:
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                for target in targets:
-                    if isinstance(target, ast.Name):
-                        counts[target.id] += 1
-                value = getattr(stmt, "value", None)
-                if isinstance(value, ast.Call) and self.names.qual(value.func) in _PARTIAL:
-                    value = value.args[0] if value.args else None
-                q = self.names.qual(value) if isinstance(value, ast.Name | ast.Attribute) else None
-                if q is not None and len(targets) == 1 and isinstance(targets[0], ast.Name):
-                    found[targets[0].id] = q
-        params = {a for info in self.idx.functions.values() for a in info.params}
-        other = params | set(self.idx.classes) | {k.rsplit(".", 1)[-1] for k in self.idx.functions}
-        return {
-            name: q
-            for name, q in found.items()
-            if counts[name] == 1
-            and name not in self.names.aliases
-            and name not in other
-            and "." in q
-        }
 
     @cached_property
     def calls_by_qual(self) -> dict[str, list[ast.Call]]:
@@ -143,7 +113,7 @@ class FileContext:
             if q is None or self.callee(call) is not None or "." not in q.lstrip("."):
                 continue
             module, _, func = q.rpartition(".")
-            if module.split(".")[0] not in ("torch", "os", "sys", "numpy", "np"):
+            if module.split(".")[0] not in N.NOT_PROJECT:
                 yield call, module, func
 
     @cached_property

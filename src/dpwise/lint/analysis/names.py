@@ -19,6 +19,9 @@ CONVENTIONAL = {
     "DDP": "torch.nn.parallel.DistributedDataParallel",
 }
 
+# Top-level packages never read as the project's own modules.
+NOT_PROJECT = frozenset({"torch", "os", "sys", "numpy", "np"})
+
 DDP = frozenset(
     {
         "torch.nn.parallel.DistributedDataParallel",

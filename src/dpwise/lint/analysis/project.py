@@ -20,19 +20,19 @@ from pathlib import Path
 from dpwise.lint.analysis import names as N
 from dpwise.lint.analysis.context import FileContext
 from dpwise.lint.analysis.flow import Flow
-from dpwise.lint.analysis.index import MODULE
-from dpwise.lint.analysis.loaders import (
-    has_sampler,
-    in_factory,
-    rank_aware,
-    says_eval,
-    shuffling_samplers,
+from dpwise.lint.analysis.offers import (
+    Factories,
+    ddp_factories,
+    group_launchers,
+    group_makers,
+    loader_factories,
+    print_silencers,
+    public,
+    reexports,
+    sampler_factories,
 )
-from dpwise.lint.analysis.wrappers import Wrappers
 
-Factories = dict[str, int]  # function name -> line of its DataLoader call
 CALL_DEPTH = 4  # modules followed from a script's call to the one that creates the group
-_NOT_PROJECT = ("torch", "os", "sys", "numpy", "np")
 REEXPORT_DEPTH = 3  # a package's __init__.py re-exporting from a submodule, and so on
 
 
@@ -71,7 +71,7 @@ class Project:
 
     def loader_factory(self, importer: str, module: str, func: str) -> tuple[str, int] | None:
         """(path, line) of the unsharded DataLoader built by `module.func`, if it is one."""
-        if module.split(".")[0] in _NOT_PROJECT:
+        if module.split(".")[0] in N.NOT_PROJECT:
             return None
         importer, module, func = self.defining(importer, module, func)
         key = f"{os.path.dirname(importer)}|{module}"
@@ -84,7 +84,7 @@ class Project:
     def silences_print(self, importer: str, module: str, func: str, depth: int = 0) -> bool:
         """Does `module.func` replace `builtins.print` (directly, through its own helpers, or
         through further modules of the project, CALL_DEPTH deep)?"""
-        if module.split(".")[0] in _NOT_PROJECT:
+        if module.split(".")[0] in N.NOT_PROJECT:
             return False
         importer, module, func = self.defining(importer, module, func)
         key = f"{os.path.dirname(importer)}|{module}"
@@ -181,7 +181,7 @@ class Project:
                 return False
             q = c.qual(call.func) or ""
             sub, _, name = q.rpartition(".")
-            if not sub or sub.split(".")[0] in _NOT_PROJECT:
+            if not sub or sub.split(".")[0] in N.NOT_PROJECT:
                 return False
             if ask(c.path, sub, name, depth + 1):
                 return True
@@ -190,7 +190,7 @@ class Project:
                 self._bounded[key] = True
             return False
 
-        self._deep[key] = func in _public(ctx, Flow(ctx, makes))
+        self._deep[key] = func in public(ctx, Flow(ctx, makes))
         return self._deep[key]
 
     def _names(self, table, find, importer: str, module: str, func: str, depth: int) -> bool:  # type: ignore[no-untyped-def]
@@ -207,7 +207,7 @@ class Project:
             return False
         return any(
             self._names(table, find, ctx.path, source, name, depth + 1)
-            for source, name in _reexports(ctx, func)
+            for source, name in reexports(ctx, func)
         )
 
     def builds_ddp(self, importer: str, module: str, func: str) -> bool:
@@ -240,7 +240,7 @@ class Project:
                 modules = [base, *(f"{base}{sep}{alias.name}" for alias in imp.names)]
             for module in modules:
                 root = module.lstrip(".").split(".")[0]
-                if not root or root in ("torch", "os", "sys", "numpy", "np"):
+                if not root or root in N.NOT_PROJECT:
                     continue
                 other = self._module(ctx.path, module)
                 if other is not None and any(word in other.source for word in words):
@@ -256,7 +256,7 @@ class Project:
             ctx = self._module(importer, module)
             if ctx is None or func in ctx.idx.functions:
                 break
-            found = _reexports(ctx, func)
+            found = reexports(ctx, func)
             if not found:
                 break
             (module, func), importer = found[0], ctx.path
@@ -288,117 +288,3 @@ def _context(path: str) -> FileContext | None:
 def _factories(path: str) -> Factories:
     ctx = _context(path)
     return loader_factories(ctx) if ctx is not None else {}
-
-
-def replaces_print(fn: ast.AST) -> bool:
-    """`builtins.print = ...` (or `__builtin__.print`, `__builtins__["print"]`) in `fn`."""
-    for node in ast.walk(fn):
-        if not isinstance(node, ast.Assign):
-            continue
-        for target in node.targets:
-            if isinstance(target, ast.Attribute) and target.attr == "print":
-                owner = target.value
-                if isinstance(owner, ast.Name) and owner.id in ("builtins", "__builtin__"):
-                    return True
-            if (
-                isinstance(target, ast.Subscript)
-                and N.str_value(target.slice) == "print"
-                and N.last_name(target.value) == "__builtins__"
-            ):
-                return True
-    return False
-
-
-def print_silencers(ctx: FileContext) -> frozenset[str]:
-    """Module-level functions that replace `builtins.print`, directly or through another."""
-    direct = {k for k, info in ctx.idx.functions.items() if replaces_print(info.node)}
-    found, changed = set(direct), True
-    while changed:
-        changed = False
-        for key in ctx.idx.functions:
-            if key not in found and any(ctx.callee(c) in found for c in ctx.idx.calls.get(key, ())):
-                found.add(key)
-                changed = True
-    return frozenset(k for k in found if ctx.idx.functions[k].parent == MODULE)
-
-
-def ddp_factories(ctx: FileContext) -> frozenset[str]:
-    """Module-level functions that return a `DistributedDataParallel` they build."""
-    wrappers = Wrappers(ctx)
-    return frozenset(
-        key
-        for key, info in ctx.idx.functions.items()
-        if info.parent == MODULE
-        and info.class_key is None
-        and wrappers.returns(key) == "DistributedDataParallel"
-    )
-
-
-def _public(ctx: FileContext, flow: Flow) -> frozenset[str]:
-    return frozenset(
-        key
-        for key, info in ctx.idx.functions.items()
-        if info.parent == MODULE and info.class_key is None and flow.reaches(key)
-    )
-
-
-def group_makers(ctx: FileContext) -> frozenset[str]:
-    """Module-level functions that create a process group when called, or that start workers
-    which do (`launch(main)` spawning a `_worker` that calls `init_process_group`)."""
-    return _public(ctx, Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)) | group_launchers(
-        ctx
-    )
-
-
-def group_launchers(ctx: FileContext) -> frozenset[str]:
-    """Module-level functions that create the process group only in the workers they start."""
-    plain = Flow(ctx, lambda c, call: c.qual(call.func) in N.INIT)
-    starts = {
-        id(call) for key, calls in ctx.spawned.items() if plain.reaches(key) for call in calls
-    }
-    if not starts:
-        return frozenset()
-    return _public(ctx, Flow(ctx, lambda c, call: id(call) in starts)) - _public(ctx, plain)
-
-
-def _reexports(ctx: FileContext, func: str) -> list[tuple[str, str]]:
-    """(relative module, name there) for `from .launch import launch` / `from .launch import *`
-    lines through which a package's `__init__.py` offers `func`."""
-    found = []
-    for imp in ctx.idx.imports:
-        if not isinstance(imp, ast.ImportFrom) or not imp.level:
-            continue
-        source = "." * imp.level + (imp.module or "")
-        for alias in imp.names:
-            if alias.name == "*" or (alias.asname or alias.name) == func:
-                found.append((source, func if alias.name == "*" else alias.name))
-    return found
-
-
-def loader_factories(ctx: FileContext) -> Factories:
-    """Module-level functions that build a training DataLoader with no sampler and never
-    mention ranks, samplers, shards or world sizes."""
-    found: Factories = {}
-    for call in ctx.calls_to(N.DATALOADER):
-        scope = ctx.scope(call)
-        info = ctx.idx.functions.get(scope)
-        if info is None or info.parent != MODULE or info.class_key is not None:
-            continue
-        if has_sampler(call) or says_eval(scope) or rank_aware(info.node):
-            continue
-        found.setdefault(scope, call.lineno)
-    return found
-
-
-def sampler_factories(ctx: FileContext) -> dict[str, int]:
-    """Module-level functions that build a shuffling `DistributedSampler` and return it (or a
-    loader made from it) without iterating it: function name -> line of the sampler."""
-    found: dict[str, int] = {}
-    for call in shuffling_samplers(ctx):
-        scope = ctx.scope(call)
-        info = ctx.idx.functions.get(scope)
-        if info is None or info.parent != MODULE or info.class_key is not None:
-            continue
-        if in_factory(ctx, call):
-            found.setdefault(scope, call.lineno)
-    return found

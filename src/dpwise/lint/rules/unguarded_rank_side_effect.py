@@ -12,7 +12,7 @@ from dpwise.lint.analysis.flow import Flow, holds_on_entry
 from dpwise.lint.analysis.guards import Guards, mentions_rank
 from dpwise.lint.analysis.index import MODULE, pos
 from dpwise.lint.analysis.loaders import keyword, tokens
-from dpwise.lint.analysis.project import replaces_print
+from dpwise.lint.analysis.offers import replaces_print
 from dpwise.lint.model import Hit, Rule
 
 DOCS = """\

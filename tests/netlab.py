@@ -23,9 +23,11 @@ import signal
 import subprocess
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 PREFIX = "dpwt"
+_ETC_NETNS = Path("/etc/netns")  # a namespace's own /etc files (its hosts)
 SUBNET = "10.77.0"
 _live: set[str] = set()  # namespaces this process created and has not removed yet
 
@@ -59,6 +61,7 @@ def _delete(ns: str) -> None:
         with contextlib.suppress(ProcessLookupError, ValueError):
             os.kill(int(pid), signal.SIGKILL)
     _ip("netns", "del", ns, check=False)
+    shutil.rmtree(_ETC_NETNS / ns, ignore_errors=True)
     _live.discard(ns)
 
 
@@ -110,8 +113,15 @@ def _rate_bits(rate: str) -> float:
 class NetPair:
     """Two namespaces ``a`` (SUBNET.1) and ``b`` (SUBNET.2) joined by a veth pair."""
 
-    def __init__(self, rate: str | None = None, delay: str | None = None) -> None:
+    def __init__(
+        self, rate: str | None = None, delay: str | None = None, named: bool = False
+    ) -> None:
         self.tag = uuid.uuid4().hex[:6]
+        # named: each side runs with a host name of its own (a UTS namespace) and resolves the
+        # other's by name (ip netns exec bind-mounts /etc/netns/<ns>/hosts over /etc/hosts)
+        self.named = named
+        self.host = {"a": f"{PREFIX}{self.tag}n1", "b": f"{PREFIX}{self.tag}n2"}
+        self.hostlist = f"{PREFIX}{self.tag}n[1-2]"  # the two names in SLURM's syntax
         self.ns = {side: f"{PREFIX}{self.tag}{side}" for side in "ab"}
         self.dev = {side: f"{PREFIX}{self.tag}v{side}" for side in "ab"}  # ≤ 15 characters
         self.addr = {"a": f"{SUBNET}.1", "b": f"{SUBNET}.2"}
@@ -150,6 +160,14 @@ class NetPair:
             _ip("-n", ns, "link", "set", dev, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
             self.shape(side)
+        if self.named:
+            hosts = "127.0.0.1 localhost\n" + "".join(
+                f"{self.addr[side]} {self.host[side]}\n" for side in "ab"
+            )
+            for side in "ab":
+                folder = _ETC_NETNS / self.ns[side]
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / "hosts").write_text(hosts)
 
     def shape(self, side: str) -> None:
         """Put this pair's rate (tbf) and delay (netem) on ``side``'s egress."""
@@ -168,6 +186,9 @@ class NetPair:
             raise Unavailable(f"tc {' '.join(args)}: {done.stderr.strip()}")
 
     def command(self, side: str, argv: Sequence[str]) -> list[str]:
+        if self.named:  # its own host name, set inside a new UTS namespace
+            named = 'hostname "$0" && exec "$@"'
+            argv = ["unshare", "--uts", "sh", "-c", named, self.host[side], *argv]
         return ["ip", "netns", "exec", self.ns[side], *argv]
 
     def run(self, side: str, argv: Sequence[str], **kw: Any) -> subprocess.CompletedProcess[str]:

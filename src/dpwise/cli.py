@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)
         if args.command not in READ_ONLY:
             check_thread_setting()  # before torch reads it
         with interrupts.terminate_raises():  # SIGTERM ends a command as Ctrl-C does (exit 143)

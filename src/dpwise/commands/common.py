@@ -1,10 +1,14 @@
-"""Arguments shared by several commands: the workload flags of train, compare and advise."""
+"""Arguments shared by several commands: the workload flags of train, compare and advise; the
+topology of the commands that launch (train, probe-link, compare)."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from typing import Any
 
-from dpwise.infra.settings import add_settings
+from dpwise.infra.settings import add_settings, given
 from dpwise.workload.settings import WORKLOAD_SETTINGS, WorkloadSettings
 
 
@@ -12,3 +16,16 @@ def add_workload_args(p: argparse.ArgumentParser, cls: type = WorkloadSettings) 
     """--model, --model-arg, --data, --data-arg and --loss, declared once on WorkloadSettings;
     ``cls``: the command's settings class (a WorkloadSettings), whose defaults they take."""
     add_settings(p.add_argument_group("workload"), cls, WORKLOAD_SETTINGS)
+
+
+def topology_for(args: argparse.Namespace) -> Any:
+    """Where this command runs (dist.cluster): the launch flags the command line gave, and the
+    scheduler's variables for the rest. A bad variable or a double launch: DpwiseError."""
+    from dpwise.dist.cluster.topology import LAUNCH_FLAGS, resolve
+
+    return resolve(given(args, LAUNCH_FLAGS), os.environ, getattr(args, "cluster", "auto"))
+
+
+def command_line(args: argparse.Namespace) -> list[str]:
+    """The arguments the command was given (after `dpwise`), for --dry-run's command."""
+    return list(getattr(args, "argv", None) or sys.argv[1:])

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections import UserString
 
-from dpwise.commands.common import add_workload_args
+from dpwise.commands.common import add_workload_args, command_line, topology_for
 from dpwise.compare.settings import RUN_MODULE, CompareConfig
 from dpwise.infra.settings import add_settings, from_args
 
@@ -64,6 +64,8 @@ RUNS = (
     "find_unused_parameters",
     "profile_steps",
     "timeout",
+    "cluster",
+    "dry_run",
 )
 
 
@@ -83,8 +85,14 @@ def compare_config(args: argparse.Namespace) -> CompareConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dpwise.compare.placement import one_node
     from dpwise.dist.forking import ensure_running, stop_now
 
+    topology = topology_for(args)  # compare runs on one node, every run its own processes
+    lines = one_node(topology, command_line(args))
+    if args.dry_run:
+        print("\n".join(lines))
+        return 0
     ensure_running(RUN_MODULE)  # the run processes' imports overlap the ones below
     try:
         from dpwise.compare.session import run_compare

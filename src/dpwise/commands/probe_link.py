@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from dataclasses import fields
 
+from dpwise.commands.common import command_line, topology_for
 from dpwise.dist import forking
-from dpwise.dist.env import DistEnv
+from dpwise.dist.cluster.topology import LAUNCH_FLAGS, adopt
 from dpwise.infra.settings import add_settings, from_args
-from dpwise.link.settings import LAUNCH, WORKER_MODULE, ProbeLinkConfig
+from dpwise.link.settings import LAUNCH, PLACEMENT, WORKER_MODULE, ProbeLinkConfig
 
 HELP = "measure the link between processes: collective time, algbw and busbw by message size"
 DESCRIPTION = (
@@ -37,17 +40,29 @@ OUTPUT = ("json", "out")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_settings(p.add_argument_group("probe"), ProbeLinkConfig, PROBE)
-    add_settings(p.add_argument_group("launch (as dpwise train)"), ProbeLinkConfig, LAUNCH)
+    group = p.add_argument_group("launch (as dpwise train)")
+    add_settings(group, ProbeLinkConfig, (*LAUNCH, *PLACEMENT), detected=LAUNCH_FLAGS)
     add_settings(p.add_argument_group("outputs"), ProbeLinkConfig, OUTPUT)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not DistEnv.from_environ().under_launcher:
+    topology = topology_for(args)
+    if topology.mode != "worker" and not args.dry_run:
         forking.ensure_running(WORKER_MODULE)  # the workers' imports overlap the ones below
-    from dpwise.link.session import probe
+    from dpwise.link.session import dry_run, node_line, probe
     from dpwise.link.text import link_lines
 
-    cfg = from_args(ProbeLinkConfig, args)
+    own = {f.name for f in fields(ProbeLinkConfig)}
+    cfg = from_args(
+        ProbeLinkConfig, args, **{k: v for k, v in topology.settings().items() if k in own}
+    )
+    if cfg.dry_run:
+        print("\n".join(dry_run(cfg, topology, command_line(args))))
+        return 0
+    adopt(topology)  # a process the scheduler started per device becomes its worker
+    line = None if cfg.json else node_line(cfg, topology)
+    if line is not None:
+        print(line, file=sys.stderr, flush=True)  # stdout may be the JSON
     done = probe(cfg)
     if done.result is None:  # a torchrun worker other than rank 0
         return 0

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 from dpwise import strategies
-from dpwise.commands.common import add_workload_args
+from dpwise.commands.common import add_workload_args, command_line, topology_for
 from dpwise.dist import forking
-from dpwise.dist.env import DistEnv
+from dpwise.dist.cluster.topology import LAUNCH_FLAGS, adopt
 from dpwise.dist.settings import PROCESSES
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import add_settings, from_args
@@ -23,6 +23,14 @@ examples:
   dpwise train --model transformer --model-arg layers=4 --model-arg dim=256
   dpwise train --model mypkg.models:build --data mypkg.data:load --strategy ddp
   torchrun --standalone --nproc_per_node=2 -m dpwise train --strategy ddp --out runs/ddp
+  srun dpwise train --strategy ddp --out runs/ddp   # SLURM: the topology from the job
+  dpwise train --strategy ddp --dry-run           # where it would run, and the exact command
+
+Under a scheduler (SLURM, a Kubeflow PyTorchJob, MPI, SkyPilot) dpwise reads the nodes, this
+node's rank and the rendezvous from its variables: one task per node launches the node's
+workers, one task per device makes each task one worker; flags given win. Each node prints one
+line saying what it found and where each value came from; --dry-run prints it all and starts
+nothing.
 
 --batch-size is the GLOBAL batch: ddp or fsdp with W workers gives each worker batch/W rows,
 so single, dp, ddp and fsdp train on the same rows in the same order and end with the same
@@ -33,6 +41,8 @@ parameters. fsdp's final.pt is the whole unsharded model, as single's.
 STRATEGY_AND_LAUNCH = (
     "strategy",
     *PROCESSES,
+    "cluster",
+    "dry_run",
     "max_restarts",
     "timeout",
     "threads",
@@ -59,23 +69,33 @@ OUTPUTS = ("out", "checkpoint_every", "resume", "overwrite", "quiet")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of TrainConfig's settings (defaults and help live on its fields), in groups."""
     add_workload_args(p, TrainConfig)
-    add_settings(p.add_argument_group("strategy and launch"), TrainConfig, STRATEGY_AND_LAUNCH)
+    launch = p.add_argument_group("strategy and launch")
+    add_settings(launch, TrainConfig, STRATEGY_AND_LAUNCH, detected=LAUNCH_FLAGS)
     add_settings(p.add_argument_group("training"), TrainConfig, TRAINING)
     add_settings(p.add_argument_group("outputs"), TrainConfig, OUTPUTS)
 
 
-def train_config(args: argparse.Namespace) -> TrainConfig:
+def train_config(args: argparse.Namespace, **resolved: object) -> TrainConfig:
+    """The settings; ``resolved``: what the topology filled (the flags given among them)."""
     if args.resume != "auto":
-        return from_args(TrainConfig, args)
+        return from_args(TrainConfig, args, **resolved)
     if args.out is None:
         raise DpwiseError("--resume without a PATH needs --out DIR (it reads DIR/checkpoint.pt)")
-    return from_args(TrainConfig, args, resume=args.out / "checkpoint.pt")
+    return from_args(TrainConfig, args, resume=args.out / "checkpoint.pt", **resolved)
 
 
 def run(args: argparse.Namespace) -> int:
-    if strategies.multiprocess(args.strategy) and not DistEnv.from_environ().under_launcher:
+    topology = topology_for(args)
+    multiprocess = strategies.multiprocess(args.strategy)
+    if multiprocess and topology.mode != "worker" and not args.dry_run:
         forking.ensure_running(WORKER_MODULE)  # the workers' imports overlap the ones below
-    from dpwise.train.session import run_train
+    from dpwise.train.session import dry_run, run_train
 
-    run_train(train_config(args))
+    resolved = topology.settings() if multiprocess else {}
+    cfg = train_config(args, **resolved)
+    if cfg.dry_run:
+        print("\n".join(dry_run(cfg, topology, command_line(args))))
+        return 0
+    adopt(topology)  # a process the scheduler started per device becomes its worker
+    run_train(cfg, topology)
     return 0

@@ -62,7 +62,7 @@ def _device_counts(flag: str, value: tuple[int, ...]) -> None:
 # What the fork server imports before it forks the run processes (dpwise.dist.forking).
 RUN_MODULE = "dpwise.compare.worker"
 
-NOT_PASSED_TO_RUNS = {"out", "quiet", "find_unused_parameters"}
+NOT_PASSED_TO_RUNS = {"out", "quiet", "find_unused_parameters", "cluster", "dry_run"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +111,13 @@ class CompareConfig(WorkloadSettings):
         help="CPU threads per process (default: cores; ÷ world size for ddp)",
     )
     timeout: float = like(TrainConfig, "timeout")
+    cluster: str = like(TrainConfig, "cluster")
+    dry_run: bool = like(
+        TrainConfig,
+        "dry_run",
+        help="print where compare would run (a scheduler's job is read as train reads it) and "
+        "the exact command, and start nothing",
+    )
     out: Path = setting(Path("runs/compare"), type=Path, help="report folder")
     quiet: bool = setting(False, action="store_true", help="no progress display")
     # set when the model probe finds parameters unused

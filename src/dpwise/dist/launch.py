@@ -5,6 +5,7 @@ from __future__ import annotations
 import faulthandler
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -73,7 +74,7 @@ def launch_config(cfg: LaunchSettings, net: netaddr.NodeNetwork | None = None) -
     elif net is not None and net.is_host is not None:
         rdzv_configs["is_host"] = net.is_host  # see netaddr: the host name may say loopback
     return LaunchConfig(
-        min_nodes=cfg.nnodes,
+        min_nodes=cfg.min_nodes or cfg.nnodes,
         max_nodes=cfg.nnodes,
         nproc_per_node=cfg.nproc_per_node,
         # Nodes of one job meet under one id; a single-node run gets a fresh one, as --standalone.
@@ -139,6 +140,47 @@ def launch(
             raise _failure(exc, folder, watch.suspect(), timeout) from None
 
 
+# A peer's process or node went away: its sockets closed under the collective.
+_LOST_MARKS = ("connection reset", "connection closed", "connection refused", "broken pipe",
+               "socket closed")  # fmt: skip
+
+
+def _first_line(text: str) -> str:
+    """The error's first line, less gloo's source location and its boilerplate."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    first = re.sub(r"^\[[^\]]*\.(?:cc|cpp):\d+\]\s*", "", first)
+    return first.split(". This is typically")[0][:160]
+
+
+def _lost_message(first: str, by: str) -> str:
+    return (
+        f"it lost its connection to the other workers ({first}); another worker died or its "
+        f"node went down: check the other workers' logs ({by})"
+    )
+
+
+def lost_peers(exc: BaseException, rank: int, timeout: float, by: str) -> WorkerFailed | None:
+    """A worker the scheduler started (no launcher of dpwise's watches it): its collective
+    failed because a peer died, hung or lost its node. One line naming what happened (None:
+    not a communication failure, which keeps its traceback)."""
+    import torch.distributed as dist
+
+    text = str(exc).strip()
+    first = _first_line(text) or type(exc).__name__
+    lowered = text.lower()
+    if any(mark in lowered for mark in _TIMED_OUT_MARKS):
+        message = (
+            f"it waited longer than --timeout {timeout:g} s for the other workers in a "
+            f"collective ({first}); another worker hung or its node stopped: check the other "
+            f"tasks' logs ({by}), or raise --timeout"
+        )
+    elif isinstance(exc, dist.DistError) or any(mark in lowered for mark in _LOST_MARKS):
+        message = _lost_message(first, by)
+    else:
+        return None
+    return WorkerFailed(rank, 1, message, "")
+
+
 def _gloo_interface(net: netaddr.NodeNetwork | None) -> str | None:
     """The interface gloo binds to on a multi-node job: the one that reaches the endpoint
     (gloo takes the host name's address otherwise); a user's own choice stays."""
@@ -163,6 +205,10 @@ def _failure(exc: Any, folder: Path, stopped: peers.Stopped | None, timeout: flo
             f"it waited longer than --timeout {timeout:g} s for the other workers in a collective "
             f"({message.strip().splitlines()[0][:160]}); another worker hung, runs far slower or "
             "lost its connection: check the other workers (and nodes), or raise --timeout"
+        )
+    elif any(mark in message.lower() for mark in _LOST_MARKS):  # a peer's node went away
+        return WorkerFailed(
+            rank, failure.exitcode, _lost_message(_first_line(message), "all nodes"), ""
         )
     return WorkerFailed(rank, failure.exitcode, message, details)
 

@@ -55,6 +55,7 @@ class LaunchSettings:
 
     nproc_per_node: int
     nnodes: int = 1
+    min_nodes: int | None = None  # an elastic job's lower end (None: nnodes)
     node_rank: int = 0
     rdzv_endpoint: str | None = None
     rdzv_backend: str = "c10d"

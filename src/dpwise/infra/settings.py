@@ -68,20 +68,31 @@ def flag_of(f: Field) -> str:
     return f.metadata["setting"]["argparse"].get("metavar") or flags[0]
 
 
-def add_settings(group: Any, cls: type, names: Iterable[str]) -> None:
-    """Add the arguments of ``cls``'s settings ``names``, in that order, to a parser or group."""
+def add_settings(group: Any, cls: type, names: Iterable[str], detected: Iterable[str] = ()) -> None:
+    """Add the arguments of ``cls``'s settings ``names``, in that order, to a parser or group.
+    ``detected``: settings whose value may come from elsewhere when the flag is not given (a
+    scheduler's variables): absent from the parsed arguments unless given, so that
+    ``given(args, …)`` tells them apart from their defaults."""
+    detected = set(detected)
     for name in names:
         f = _field(cls, name)
         kwargs = dict(f.metadata["setting"]["argparse"])
         if callable(kwargs.get("choices")):
             kwargs["choices"] = kwargs["choices"]()
-        if "default" not in kwargs and kwargs.get("action") != "append":
+        if name in detected:
+            kwargs["default"] = argparse.SUPPRESS
+        elif "default" not in kwargs and kwargs.get("action") != "append":
             kwargs["default"] = None if f.default is MISSING else f.default
         flags = flags_of(f)
         if flags[0].startswith("-"):
             group.add_argument(*flags, dest=name, **kwargs)
         else:  # a positional: argparse takes its name as the destination
             group.add_argument(name, **kwargs)
+
+
+def given(args: argparse.Namespace, names: Iterable[str]) -> dict[str, Any]:
+    """The settings among ``names`` that the command line gave (added as ``detected``)."""
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
 
 
 def from_args(cls: type, args: argparse.Namespace, **given: Any) -> Any:

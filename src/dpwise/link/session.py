@@ -3,12 +3,17 @@ written to --out by the node that holds global rank 0."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dpwise.dist.cluster import text as topology_text
+from dpwise.dist.cluster.topology import Topology
+from dpwise.dist.env import DistEnv
 from dpwise.link.settings import ProbeLinkConfig
-from dpwise.link.worker import run_probe
+from dpwise.link.worker import plan_for, run_probe
 from dpwise.train.outputs import check_writable, write_json
 
 
@@ -27,3 +32,40 @@ def probe(cfg: ProbeLinkConfig) -> Probed:
     cfg.out.parent.mkdir(parents=True, exist_ok=True)
     write_json(result, cfg.out)
     return Probed(result, cfg.out)
+
+
+def _workers(cfg: ProbeLinkConfig, topology: Topology) -> tuple[Any, str]:
+    """The plan this node would run (as if already adopted) and where its worker count came
+    from."""
+    plan = plan_for(cfg, DistEnv.from_environ({**os.environ, **topology.worker_environ()}))
+    nproc = topology.values.get("nproc")
+    source = nproc.source if nproc else ("--nproc" if cfg.nproc else "default on the CPU")
+    if nproc is None and cfg.nproc is None and plan.device_type == "cuda":
+        source = "default: the GPUs on this node"
+    return plan, source
+
+
+def node_line(cfg: ProbeLinkConfig, topology: Topology) -> str | None:
+    plan, source = _workers(cfg, topology)
+    return topology_text.node_line(topology, plan.nproc_per_node, source)
+
+
+def dry_run(cfg: ProbeLinkConfig, topology: Topology, argv: Sequence[str]) -> list[str]:
+    plan, source = _workers(cfg, topology)
+    filled: list[str] = []
+    if plan.launch:
+        filled = ["--nproc", str(plan.nproc_per_node)]
+        if cfg.nnodes > 1:
+            filled += ["--nnodes", str(cfg.nnodes), "--rdzv-backend", cfg.rdzv_backend]
+            filled += ["--rdzv-endpoint", str(cfg.rdzv_endpoint), "--rdzv-id", cfg.rdzv_id]
+            if cfg.rdzv_backend == "static":
+                filled += ["--node-rank", str(cfg.node_rank)]
+    where = topology_text.node_line(topology, plan.nproc_per_node, source)
+    return [
+        "dpwise probe-link --dry-run: nothing started",
+        *topology_text.resolution_lines(topology),
+        f"this node: {plan.nproc_per_node} process(es) ({source}), world size {plan.world_size}",
+        *([where] if where else []),
+        "command on this node:",
+        "  " + topology_text.command(topology, "dpwise", argv, filled),
+    ]

@@ -26,6 +26,7 @@ _UNITS = {
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 # the settings the probe shares with `dpwise train`: how its processes are launched
 LAUNCH = (*PROCESSES, "timeout")
+PLACEMENT = ("cluster", "dry_run")
 # What the fork server imports before it forks the launched workers (dpwise.dist.forking).
 WORKER_MODULE = "dpwise.link.worker"
 MIN_PROBE_BYTES = 64  # three sizes at least: 8, 32 and 64 B
@@ -94,6 +95,8 @@ class ProbeLinkConfig:
     rdzv_backend: str = like(TrainConfig, "rdzv_backend")
     rdzv_id: str = like(TrainConfig, "rdzv_id")
     timeout: float = like(TrainConfig, "timeout", help="seconds a collective waits for a peer")
+    cluster: str = like(TrainConfig, "cluster")
+    dry_run: bool = like(TrainConfig, "dry_run")
     json: bool = setting(False, action="store_true", help="print the result as JSON on stdout")
     out: Path | None = setting(None, type=Path, metavar="FILE", help="also write the JSON here")
 

@@ -77,7 +77,7 @@ class DDPStrategy(WholeModel):
         self.rank = env.rank
         self.world_size = env.world_size
         if device_type == "cuda":
-            self.device = torch.device("cuda", env.local_rank)
+            self.device = torch.device("cuda", env.device_index)
         else:
             self.device = torch.device("cpu")
         self.comm_hook = comm_hook

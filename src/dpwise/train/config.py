@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from dpwise import strategies
+from dpwise.dist.cluster.topology import CLUSTER_HELP, CLUSTERS
 from dpwise.dist.settings import DEFAULT_TIMEOUT_S, RDZV_BACKENDS, TIMEOUT_HELP, check_timeout
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import at_least, finite, positive, setting, validate
@@ -68,6 +69,15 @@ class TrainConfig(WorkloadSettings):
         help="when a worker dies, restart all of them up to N times; they resume from the run's "
         "latest checkpoint (--checkpoint-every)",
     )
+    cluster: str = setting("auto", choices=CLUSTERS, help=CLUSTER_HELP)
+    dry_run: bool = setting(
+        False,
+        action="store_true",
+        help="print where the job runs (each value with its source) and the exact command this "
+        "node runs, and start nothing",
+    )
+    # an elastic job's lower node count (a scheduler's MIN:MAX range); not a flag
+    min_nnodes: int | None = None
     # seconds a collective waits for a peer (ddp, fsdp)
     timeout: float = setting(
         DEFAULT_TIMEOUT_S, type=float, checks=[check_timeout], metavar="SECONDS", help=TIMEOUT_HELP
@@ -140,6 +150,10 @@ class TrainConfig(WorkloadSettings):
             raise DpwiseError(
                 f"--max-restarts {self.max_restarts} needs --rdzv-backend c10d: the static "
                 "rendezvous gives restarted workers the store of the failed ones"
+            )
+        if self.min_nnodes is not None and not 1 <= self.min_nnodes <= self.nnodes:
+            raise DpwiseError(
+                f"an elastic range {self.min_nnodes}:{self.nnodes} must be 1 ≤ MIN ≤ MAX"
             )
         if self.node_rank >= self.nnodes:
             raise DpwiseError(f"--node-rank {self.node_rank} must be below --nnodes {self.nnodes}")

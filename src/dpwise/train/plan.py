@@ -4,6 +4,7 @@ the strategy is built from (a StrategySpec) and what the launcher is given (Laun
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from dpwise import strategies
 from dpwise.dist.env import DistEnv
@@ -25,6 +26,7 @@ class RunPlan:
     nproc_per_node: int
     world_size: int
     launch: bool  # True: dpwise starts the workers itself through the elastic launcher
+    topology: dict[str, Any] | None = None  # where the job runs, each value with its source
 
     @property
     def device_type(self) -> str:
@@ -47,6 +49,7 @@ class RunPlan:
         return LaunchSettings(
             nproc_per_node=self.nproc_per_node,
             nnodes=cfg.nnodes,
+            min_nodes=cfg.min_nnodes,
             node_rank=cfg.node_rank,
             rdzv_endpoint=cfg.rdzv_endpoint,
             rdzv_backend=cfg.rdzv_backend,
@@ -82,8 +85,8 @@ def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
             several = " or ".join(strategies.those(lambda t: t.multiprocess))
             raise DpwiseError(
                 f"--strategy {cfg.strategy} runs one process, but this is worker {env.rank} of "
-                f"{env.world_size} under torchrun; use --strategy {several} or launch without "
-                "torchrun"
+                f"{env.world_size} under {env.launched_by}; use --strategy {several}, or start "
+                f"one process (without {env.launched_by}'s per-device processes)"
             )
         every_gpu = traits.devices == VISIBLE and device == "cuda"
         dp_devices = hw.cuda_devices if every_gpu else 0
@@ -103,17 +106,28 @@ def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
             "--backend nccl needs CUDA GPUs, but this run is on the CPU; use --backend gloo"
         )
 
+    worlds: tuple[int, ...]
     if env.under_launcher:
         nproc, world = env.local_world_size, env.world_size
-        if cfg.nproc is not None and cfg.nproc != nproc:
+        worlds = (world,)
+        if env.launched_by == "torchrun" and cfg.nproc is not None and cfg.nproc != nproc:
             raise DpwiseError(
-                f"--nproc {cfg.nproc} conflicts with torchrun's {nproc} workers per node; "
-                "drop --nproc when launching with torchrun"
+                f"--nproc {cfg.nproc} conflicts with torchrun's {nproc} workers per node: drop "
+                f"--nproc (torchrun started the workers), or run `dpwise train --nproc "
+                f"{cfg.nproc}` without torchrun (dpwise starts them)"
+            )
+        if device == "cuda" and env.device_index >= hw.cuda_devices:
+            raise DpwiseError(
+                f"worker {env.rank} (local rank {env.local_rank}) needs GPU {env.device_index}, "
+                f"but this process sees {hw.cuda_devices}; give each node as many GPUs as "
+                "processes (SLURM: --gpus-per-node, not --gpus-per-task with a shared node)"
             )
     else:
         nproc = cfg.nproc or (hw.cuda_devices if device == "cuda" else 2)
         world = nproc * cfg.nnodes
-    if device == "cuda" and nproc > hw.cuda_devices:
+        low = cfg.min_nnodes or cfg.nnodes  # an elastic job: every node count in its range
+        worlds = tuple(nproc * nodes for nodes in range(low, cfg.nnodes + 1))
+    if device == "cuda" and nproc > hw.cuda_devices and not env.under_launcher:
         raise DpwiseError(
             f"--nproc {nproc} asks for more GPU workers than the {hw.cuda_devices} GPUs this node "
             f"has; use --nproc {hw.cuda_devices} or fewer"
@@ -123,7 +137,7 @@ def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
             f"--strategy {cfg.strategy} needs at least {traits.min_world_size} processes, "
             f"this run has {world}; use --nproc {traits.min_world_size} or more"
         )
-    check_batch_divides(cfg.batch_size, (world,))
+    check_batch_divides(cfg.batch_size, worlds)
     return RunPlan(
         config=cfg,
         strategy=_spec(cfg, traits, device, backend),

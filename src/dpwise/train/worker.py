@@ -40,6 +40,7 @@ def build_metrics(plan: RunPlan, result: dict[str, Any]) -> dict[str, Any]:
         "global_batch": cfg.batch_size,
         "out": None if cfg.out is None else str(cfg.out),
         "config": cfg.to_dict(),
+        "topology": plan.topology,
     }
 
 
@@ -108,5 +109,6 @@ def _launched(plan: RunPlan) -> dict[str, Any] | None:
     """A worker dpwise launched: the plan its parent resolved (resolved once per run), this
     worker's own ranks, and its own workload (a factory need not pickle)."""
     env = DistEnv.from_environ()
-    mine = replace(plan, launch=False)  # this process trains; it launches nothing
+    # this process trains and launches nothing; an elastic job's world is the one that met
+    mine = replace(plan, launch=False, world_size=env.world_size)
     return run_worker(plan.config, Prepared(env, mine, workload_for(plan.config)))

@@ -1,0 +1,97 @@
+"""The topology in words: the one line each node prints, and --dry-run's resolution and the
+exact command this node runs."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+from dpwise.dist.cluster.found import Sourced
+from dpwise.dist.cluster.topology import LAUNCH_FLAGS, NAMES, Topology, flag
+
+_DROPPED = ("--dry-run", "--cluster", *(flag(n) for n in LAUNCH_FLAGS))
+_SWITCHES = ("--dry-run",)  # flags without a value
+
+
+def _said(value: Sourced | None) -> str:
+    return "" if value is None else f" ({value.source})"
+
+
+def node_line(topo: Topology, workers: int, workers_source: str) -> str | None:
+    """One line: the job, this node's place, its workers and where the nodes meet (None where
+    no scheduler was found: the command's own lines say the rest)."""
+    if topo.found is None:
+        return None
+    v = topo.values
+    nodes, node = v.get("nnodes"), v.get("node_rank")
+    where = f"node {node.value} of {nodes.value}{_said(node)}" if node else (
+        f"one of {nodes.value} nodes{_said(nodes)}, its rank given by the rendezvous"
+        if nodes else "one node"
+    )  # fmt: skip
+    if topo.mode == "worker":
+        rank, world = v["rank"], v["world_size"]
+        what = (
+            f"{workers} worker(s) started by {NAMES[topo.found.scheduler]}, one per device"
+            f"{_said(v['nproc'])}; this is rank {rank.value} of {world.value}{_said(rank)}"
+        )
+        meet = v.get("master_addr"), v.get("master_port")
+    else:
+        what = f"{workers} worker(s) ({workers_source})"
+        endpoint = v.get("rdzv_endpoint")
+        meet = (endpoint, None) if endpoint else (None, None)
+    line = f"{topo.found.job}: {where}, {what}"
+    host, port = meet
+    if host is not None:
+        address = host.value if port is None else f"{host.value}:{port.value}"
+        sources = host.source if port is None or port.source == host.source else (
+            f"{host.source}, {port.source}"
+        )  # fmt: skip
+        line += f", rendezvous {address} ({sources})"
+    return line
+
+
+def resolution_lines(topo: Topology) -> list[str]:
+    """Each resolved value with its source."""
+    if topo.found is None:
+        head = "no scheduler found: the flags alone, as on one machine"
+    else:
+        does = {
+            "launch": "dpwise launches this node's workers",
+            "worker": "this process is one worker; dpwise starts nothing",
+        }[topo.mode]
+        head = f"{topo.found.job} ({NAMES[topo.found.scheduler]}): {does}"
+    lines = [head]
+    width = max((len(name) for name in topo.values), default=0)
+    for name, value in topo.values.items():
+        lines.append(f"  {name.ljust(width)}  {value.value!s:<16} {value.source}")
+    return lines
+
+
+def command(topo: Topology, prog: str, argv: Sequence[str], filled: Sequence[str]) -> str:
+    """The command that does on this node what this one does, without the scheduler's
+    variables: ``argv`` less --dry-run, --cluster and the launch flags, then ``filled``
+    (the resolved launch flags) and, for a worker, its variables in front."""
+    kept = _strip(argv)
+    tail = [*kept, *filled]
+    if topo.found is not None:
+        tail += ["--cluster", "none"]
+    env = topo.worker_environ()
+    env.pop("DPWISE_SCHEDULER", None)
+    front = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    line = f"{prog} {shlex.join(tail)}"
+    return f"{front} {line}" if front else line
+
+
+def _strip(argv: Sequence[str]) -> list[str]:
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _DROPPED:
+            skip = "=" not in arg and name not in _SWITCHES
+            continue
+        kept.append(arg)
+    return kept

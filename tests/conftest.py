@@ -12,6 +12,7 @@ import pytest
 import torch
 
 FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES_MIGRATE = Path(__file__).parent / "fixtures_migrate"
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """Owns: `dpwise advise`'s answer: the facts, the decision rules, the per-device memory estimate,
-the answer from measured results (--from), and its text.
+the answer from measured results (--from), and its text; the job scripts users submit (jobscript).
 May import: train, results, projection, strategies, diagnosis, dist, workload, measure, infra,
 errors
-Imported by: commands
+Imported by: commands, migrate
 
 `dpwise advise`: facts about the machine and the job, a per-device memory estimate, the rules.
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from dpwise.advise.jobscript import JOB_OUT_HELP, SCHEDULER_HELP, SCHEDULERS
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import at_least, like, setting, validate
 from dpwise.projection.links import check_names
@@ -106,10 +107,14 @@ class AdviseRequest(WorkloadSettings):
         "--gpus is given, else 64)",
     )
     json: bool = setting(False, action="store_true", help="machine-readable answer")
+    scheduler: str | None = setting(None, choices=SCHEDULERS, help=SCHEDULER_HELP)
+    job_out: Path | None = setting(None, type=Path, metavar="FILE", help=JOB_OUT_HELP)
     seed: int = 0  # not a flag: the seed of the model built for its facts
 
     def __post_init__(self) -> None:
         validate(self)
+        if self.job_out is not None and self.scheduler is None:
+            raise DpwiseError("--job-out names the job --scheduler writes; give --scheduler too")
         if self.model is not None and self.params is not None:
             raise DpwiseError("give --model or --params, not both")
         if (self.link or self.devices) and self.from_results is None:

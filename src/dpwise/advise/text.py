@@ -55,6 +55,9 @@ def render(answer: dict[str, Any]) -> str:
         "Launch:",
         *(f"  {c}" for c in answer["launch"]),
     ]
+    job = answer.get("job")
+    if job is not None:
+        lines += [f"  {job['summary']}", f"  submit: {job['submit']}"]
     if answer["memory"] is not None:
         method = answer["model"]["method"]
         lines += ["", f"Memory per device (estimate, {method}; the busiest device):"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from dpwise.advise import jobscript
 from dpwise.advise.request import AdviseRequest, model_size  # noqa: F401 (model_size: public)
 from dpwise.commands.common import add_workload_args
 from dpwise.infra.settings import add_settings, from_args
@@ -23,6 +24,7 @@ examples:
                 --model-arg heads=32 --model-arg vocab=32000 --precision bf16
   dpwise advise --gpus 16 --nodes 2 --params 7B --device-memory 80
   dpwise advise --from runs/compare/results.json          # measurements take precedence
+  dpwise advise --gpus 8 --nodes 4 --model transformer --scheduler slurm   # writes job.sbatch
 """
 
 
@@ -35,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_settings(w, AdviseRequest, ("params", "batch_size", "precision", "optimizer", "momentum"))
     o = p.add_argument_group("measurements and output")
     add_settings(o, AdviseRequest, ("from_results", "link", "devices", "json"))
+    j = p.add_argument_group("the job to submit")
+    add_settings(j, AdviseRequest, ("scheduler", "job_out"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,6 +49,13 @@ def run(args: argparse.Namespace) -> int:
     if model is None and args.params is None and args.from_results is None:
         model = "simple"  # the guide's model
     request = from_args(AdviseRequest, args, model=model)
+    target = None
+    if request.scheduler is not None:
+        target = request.job_out or jobscript.default_path(request.scheduler)
+        jobscript.check_target(target)  # before advising: nothing half-done
     answer = advise(request)
+    if target is not None:
+        spec = jobscript.from_answer(answer, request.scheduler)
+        answer["job"] = jobscript.summary(spec, jobscript.write(spec, target))
     print(json.dumps(answer, indent=2) if request.json else render(answer))
     return 0

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import shlex
 import sys
 
+from dpwise.advise import jobscript
 from dpwise.dist import forking
 from dpwise.infra.settings import add_settings, from_args
 from dpwise.migrate.settings import HARNESS, MigrateConfig
@@ -25,7 +27,8 @@ EPILOG = (
     "  dpwise migrate train.py --diff                 # what would change, and why\n"
     "  dpwise migrate train.py -o train_ddp.py --verify\n"
     "  torchrun --nproc_per_node=4 train_ddp.py      # then train on 4 GPUs\n"
-    "  dpwise migrate train.py --verify --script-args='--epochs 1 --batch-size 64'"
+    "  dpwise migrate train.py --verify --script-args='--epochs 1 --batch-size 64'\n"
+    "  dpwise migrate train.py -o train_ddp.py --scheduler slurm --nodes 2 --gpus 8  # job.sbatch"
 )
 
 
@@ -34,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_settings(p, MigrateConfig, ("script",))
     add_settings(p.add_mutually_exclusive_group(), MigrateConfig, ("out", "diff"))
     add_settings(p, MigrateConfig, ("verify", "verify_steps", "script_args"))
+    job = p.add_argument_group("the job to submit")
+    add_settings(job, MigrateConfig, ("scheduler", "job_out", "nodes", "gpus"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.migrate.text import render_edits, render_refusal, render_verdict
 
     cfg = from_args(MigrateConfig, args)
+    target = None
+    if cfg.scheduler is not None:
+        target = cfg.job_out or jobscript.default_path(cfg.scheduler)
+        jobscript.check_target(target)  # before the migration: nothing half-done
     try:
         done = migrate_script(cfg)
     except MigrationRefused as refused:
@@ -63,6 +72,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(done.migration.code)
     said = sys.stderr if not cfg.out else sys.stdout  # stdout holds the script when no -o
     print(render_edits(done.migration.edits, cfg.out), file=said)
+    if target is not None and cfg.out is not None:
+        args_given = tuple(shlex.split(cfg.script_args))
+        spec = jobscript.for_script(cfg.scheduler, cfg.out, args_given, cfg.nodes, cfg.gpus)
+        job = jobscript.summary(spec, jobscript.write(spec, target))
+        print(f"{job['summary']}; submit: {job['submit']}", file=said)
     if done.verdict is None:
         return 0
     print(render_verdict(done.verdict), file=said)

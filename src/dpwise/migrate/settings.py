@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dpwise.advise.jobscript import JOB_OUT_HELP, SCHEDULERS
 from dpwise.errors import DpwiseError
-from dpwise.infra.settings import setting, validate
+from dpwise.infra.settings import at_least, setting, validate
 
 # What the fork server imports before it forks --verify's runs (dpwise.dist.forking).
 HARNESS = "dpwise.migrate.harness"
@@ -43,5 +44,26 @@ class MigrateConfig:
         "(--script-args='--epochs 1 out.pt')",
     )
 
+    scheduler: str | None = setting(
+        None,
+        choices=SCHEDULERS,
+        help="also write a ready-to-submit job that runs the migrated script (-o) under torchrun: "
+        "slurm (an sbatch script, one task per node), kubernetes (a Kubeflow PyTorchJob) or "
+        "torchrun (the line each node runs)",
+    )
+    job_out: Path | None = setting(None, type=Path, metavar="FILE", help=JOB_OUT_HELP)
+    nodes: int = setting(1, type=int, checks=[at_least(1)], help="--scheduler: nodes")
+    gpus: int = setting(
+        0, type=int, checks=[at_least(0)], help="--scheduler: GPUs per node (0: a CPU job, 2 "
+        "processes per node)"
+    )  # fmt: skip
+
     def __post_init__(self) -> None:
         validate(self)
+        if self.scheduler is not None and (self.out is None or self.diff):
+            raise DpwiseError(
+                f"--scheduler {self.scheduler} writes a job that runs the migrated script: give "
+                "-o FILE for it (the job runs that file)"
+            )
+        if self.scheduler is None and (self.job_out is not None):
+            raise DpwiseError("--job-out names the job --scheduler writes; give --scheduler too")

@@ -85,8 +85,8 @@ def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
             several = " or ".join(strategies.those(lambda t: t.multiprocess))
             raise DpwiseError(
                 f"--strategy {cfg.strategy} runs one process, but this is worker {env.rank} of "
-                f"{env.world_size} under {env.launched_by}; use --strategy {several}, or start "
-                f"one process (without {env.launched_by}'s per-device processes)"
+                f"{env.world_size} under {env.launched_by}; use --strategy {several} or launch "
+                f"without {env.launched_by}'s per-device processes"
             )
         every_gpu = traits.devices == VISIBLE and device == "cuda"
         dp_devices = hw.cuda_devices if every_gpu else 0

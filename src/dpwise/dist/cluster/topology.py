@@ -121,9 +121,26 @@ class Topology:
 
 def adopt(topo: Topology) -> None:
     """Make this process the worker the scheduler started (its variables, as torchrun's
-    workers have them); nothing to do in the other modes."""
+    workers have them); nothing to do in the other modes. Where the nodes meet must resolve:
+    a name that does not is one line naming where it came from, before anything starts."""
     import os
 
+    from dpwise.dist.netaddr import resolve as resolve_host
+    from dpwise.dist.netaddr import split_endpoint
+
+    host = topo.values.get("master_addr") or topo.values.get("rdzv_endpoint")
+    several = topo.values.get("nnodes", Sourced(1, "")).value > 1
+    if topo.found is not None and host is not None and (several or topo.mode == "worker"):
+        name = host.value if "master_addr" in topo.values else split_endpoint(host.value)[0]
+        if resolve_host(name) is None:
+            source = host.source.split(",")[0]
+            said = f"{name!r} ({source})"
+            if source.isupper() or source.endswith("already set"):
+                said = f"environment variable {source.split()[0]}={name!r}"
+            raise DpwiseError(
+                f"{said} does not resolve to an address here: set MASTER_ADDR to a name or "
+                "address every node resolves, or give --rdzv-endpoint HOST:PORT"
+            )
     os.environ.update(topo.worker_environ())
 
 
@@ -240,11 +257,13 @@ def _check_leftovers(found: Found, values: dict[str, Sourced], env: Mapping[str,
         "LOCAL_RANK": values["local_rank"].value,
         "WORLD_SIZE": values["world_size"].value,
         "LOCAL_WORLD_SIZE": values["nproc"].value,
+        "GROUP_RANK": values["node_rank"].value,
     }
     for name, value in mine.items():
         raw = env.get(name)
         if raw is not None and raw.strip() != str(value):
-            theirs = {"RANK": "rank", "LOCAL_RANK": "local_rank", "WORLD_SIZE": "world_size"}
+            theirs = {"RANK": "rank", "LOCAL_RANK": "local_rank", "WORLD_SIZE": "world_size",
+                      "GROUP_RANK": "node_rank"}  # fmt: skip
             source = values[theirs.get(name, "nproc")].source
             raise DpwiseError(
                 f"environment variable {name}={raw!r} disagrees with {found.job} "

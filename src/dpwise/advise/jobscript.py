@@ -1,0 +1,147 @@
+"""The scripts users submit: a SLURM batch script, a Kubeflow PyTorchJob manifest or a torchrun
+line per node, for `dpwise train` (advise) or a migrated script (migrate). Rendered from the
+templates in advise/templates; the pattern each follows is the one dpwise expects (dist.cluster):
+one task per node, the rendezvous on the first node, the port from the job id."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dpwise.errors import DpwiseError
+
+SCHEDULERS = ("slurm", "kubernetes", "torchrun")
+DEFAULT_FILES = {"slurm": "job.sbatch", "kubernetes": "pytorchjob.yaml", "torchrun": "run.sh"}
+SUBMIT = {
+    "slurm": "sbatch {path}",
+    "kubernetes": "kubectl apply -f {path}",
+    "torchrun": "bash {path}   # on every node, with NODE0 set to node 0's host name",
+}
+SCHEDULER_HELP = (
+    "also write a ready-to-submit job for the recommendation: slurm (an sbatch script, one task "
+    "per node), kubernetes (a Kubeflow PyTorchJob) or torchrun (the line each node runs)"
+)
+JOB_OUT_HELP = "where --scheduler's job goes (default: job.sbatch, pytorchjob.yaml or run.sh)"
+C10D_PORT = 29400
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """What one job runs: ``program`` is dpwise's own command (``dpwise train …``, which reads
+    the scheduler itself) or a script's path and arguments (run under torchrun)."""
+
+    scheduler: str
+    name: str
+    nodes: int
+    gpus: int  # per node; 0: a CPU job (gloo)
+    program: tuple[str, ...]
+    dpwise: bool  # program is `dpwise train …`
+    multiprocess: bool  # False: one process in all (single, dp)
+    nproc: int  # workers per node (dpwise's --nproc, torchrun's --nproc-per-node)
+
+
+def default_path(scheduler: str) -> Path:
+    return Path(DEFAULT_FILES[scheduler])
+
+
+def check_target(path: Path, flag: str = "--job-out") -> None:
+    """Before anything is computed: a job file is never written over an existing file."""
+    if path.exists():
+        raise DpwiseError(f"{flag} {path} exists: give another path, or remove it first")
+    if not path.parent.is_dir():
+        raise DpwiseError(f"{flag} {path}: the folder {path.parent} does not exist")
+
+
+NAMES = {"slurm": "SLURM", "kubernetes": "Kubeflow PyTorchJob", "torchrun": "torchrun"}
+# dpwise's own launch flags: under a scheduler dpwise reads them from the job
+_LAUNCH_FLAGS = ("--nproc", "--nnodes", "--node-rank", "--rdzv-endpoint", "--rdzv-backend",
+                 "--rdzv-id")  # fmt: skip
+
+
+def from_answer(answer: dict[str, Any], scheduler: str) -> JobSpec:
+    """The job of an advise answer: its recommendation's `dpwise train` line, on its nodes."""
+    from dpwise.strategies import traits
+
+    strategy = answer["strategy"]
+    gpus = int(answer["facts"]["gpus"]["value"] or 0)
+    nodes = int(answer["facts"]["nodes"]["value"] or 1)
+    line = next(c for c in answer["launch"] if c.startswith("dpwise train"))
+    multiprocess = traits(strategy).multiprocess
+    return JobSpec(
+        scheduler=scheduler,
+        name=f"dpwise-{strategy}",
+        nodes=nodes if multiprocess else 1,
+        gpus=gpus,
+        program=(*_without_launch(shlex.split(line)), "--out", f"runs/{strategy}"),
+        dpwise=True,
+        multiprocess=multiprocess,
+        nproc=max(gpus, 1) if gpus else 2,
+    )
+
+
+def for_script(
+    scheduler: str, script: Path, args: tuple[str, ...], nodes: int, gpus: int
+) -> JobSpec:
+    """The job of a migrated script: torchrun starts it on each node."""
+    return JobSpec(
+        scheduler=scheduler,
+        name=f"{script.stem}-ddp".replace("_", "-").lower(),
+        nodes=nodes,
+        gpus=gpus,
+        program=(str(script), *args),
+        dpwise=False,
+        multiprocess=True,
+        nproc=gpus if gpus else 2,
+    )
+
+
+def _without_launch(argv: list[str]) -> list[str]:
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg.split("=", 1)[0] in _LAUNCH_FLAGS:
+            skip = "=" not in arg
+        else:
+            kept.append(arg)
+    return kept
+
+
+def summary(spec: JobSpec, path: Path) -> dict[str, str]:
+    """What advise and migrate say about the job they wrote (and put in --json)."""
+    where = f"{spec.nodes} node(s) × {spec.gpus or 'no'} GPU(s)"
+    pattern = "one task per node" if spec.scheduler != "torchrun" else "one line per node"
+    return {
+        "scheduler": spec.scheduler,
+        "path": str(path),
+        "summary": f"job: wrote {path} ({NAMES[spec.scheduler]}, {where}, {pattern})",
+        "submit": SUBMIT[spec.scheduler].format(path=shlex.quote(str(path))),
+    }
+
+
+def render(spec: JobSpec) -> str:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("dpwise.advise", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["sh"] = shlex.join
+    env.filters["q"] = shlex.quote
+    template = env.get_template(f"{spec.scheduler}.j2")
+    return template.render(spec=spec, port=C10D_PORT)
+
+
+def write(spec: JobSpec, path: Path) -> Path:
+    """Write the job to ``path`` whole (a new file; check_target ran first)."""
+    from dpwise.infra.atomic import atomic_write_text
+
+    atomic_write_text(path, render(spec))
+    if spec.scheduler != "kubernetes":
+        path.chmod(0o755)
+    return path

@@ -118,9 +118,13 @@ def test_flags_win_over_slurm_and_say_so():
     assert values["node_rank"] == (1, "SLURM_NODEID")
 
 
-def test_an_interactive_allocation_is_not_a_launch():
-    assert detect(slurm(2, 2, 0, 0, 0, SLURM_JOB_NAME="bash")) is None
-    assert detect(slurm(2, 2, 0, 0, 0, SLURM_JOB_NAME="interactive")) is None
+def test_an_interactive_shell_is_not_a_launch_but_srun_from_it_is():
+    shell = {k: v for k, v in slurm(2, 2, 0, 0, 0).items() if k != "SLURM_STEP_ID"}
+    assert detect({**shell, "SLURM_JOB_NAME": "interactive"}) is None  # salloc's own shell
+    pty = slurm(2, 1, 0, 0, 0, SLURM_JOB_NAME="bash", SLURM_STEP_NUM_TASKS="1")
+    assert detect(pty) is None  # `srun --pty bash`: one task, run by hand
+    step = slurm(2, 2, 1, 1, 0, SLURM_JOB_NAME="interactive")  # `srun -N2 dpwise …` from salloc
+    assert detect(step).scheduler == "slurm" and resolve({}, step).settings()["node_rank"] == 1
 
 
 def test_the_batch_script_of_one_node_runs_as_one_machine_of_several_is_refused():
@@ -151,6 +155,14 @@ def test_torchrun_with_another_nproc_is_refused_with_both_fixes():
     with pytest.raises(DpwiseError, match=r"already one of torchrun's 2 workers.*without torchrun"):
         resolve({"nproc": 4}, env)
     assert resolve({"nproc": 2}, env).mode == "worker"  # the same count starts nothing more
+
+
+def test_torchrun_inside_slurms_per_gpu_tasks_is_refused():
+    env = {**slurm(2, 16, 0, 3, 3, SLURM_NTASKS_PER_NODE="8"), "TORCHELASTIC_RUN_ID": "4242",
+           "RANK": "5", "LOCAL_RANK": "5", "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8"}  # fmt: skip
+    with pytest.raises(DpwiseError, match=r"8 tasks SLURM job 4242 runs on this node .*64 proc"):
+        resolve({}, env)
+    assert resolve({}, env, "none").mode == "worker"  # --cluster none: torchrun's word alone
 
 
 def test_torchrun_under_slurm_is_torchruns_worker():
@@ -214,6 +226,27 @@ def test_skypilot_gives_nodes_rank_gpus_and_the_head():
     assert resolve({}, env).settings() == {"nnodes": 2, "node_rank": 1, "nproc": 8,
                                            "rdzv_id": "sky-2026-12-02-1234",
                                            "rdzv_endpoint": "10.0.0.5:16234"}  # fmt: skip
+
+
+def test_mpirun_inside_an_sbatch_job_reads_the_ranks_not_slurms_daemons():
+    # mpirun -np 16 --npernode 8 -x MASTER_ADDR … in a 2-node job: SLURM's variables describe
+    # the step of mpirun's daemons (one per node); each rank is one of 8 on its node
+    env = {**slurm(2, 2, 1, 1, 0), "OMPI_COMM_WORLD_RANK": "11", "OMPI_COMM_WORLD_SIZE": "16",
+           "OMPI_COMM_WORLD_LOCAL_RANK": "3", "OMPI_COMM_WORLD_LOCAL_SIZE": "8",
+           "MASTER_ADDR": "gpu01", "MASTER_PORT": "14242"}  # fmt: skip
+    topo = resolve({}, env)
+    assert (topo.scheduler, topo.mode) == ("mpi", "worker")
+    assert topo.worker_environ()["RANK"] == "11" and topo.worker_environ()["WORLD_SIZE"] == "16"
+
+
+def test_ranks_a_job_script_copied_from_slurm_read_as_slurms():
+    # export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS: no torchrun
+    env = {**slurm(2, 8, 1, 5, 1, SLURM_NTASKS_PER_NODE="4"), "RANK": "5", "LOCAL_RANK": "1",
+           "WORLD_SIZE": "8", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "12345"}  # fmt: skip
+    topo = resolve({}, env)
+    assert (topo.scheduler, topo.mode) == ("slurm", "worker")
+    assert topo.worker_environ()["LOCAL_WORLD_SIZE"] == "4"  # what the script left out
+    assert golden(topo)["nnodes"] == (2, "SLURM_NNODES")
 
 
 def test_precedence_and_forcing():

@@ -147,10 +147,15 @@ def _left(net: netlab.NetPair, side: str) -> list[str]:
     return netlab._ip("netns", "pids", net.ns[side], check=False).stdout.split()
 
 
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    """What one process trains in STEPS steps: every environment's ddp must end there."""
+    return train_here(tmp_path_factory.mktemp("single"), epochs=1, max_steps=STEPS)[0]
+
+
 @pytest.mark.parametrize("name", sorted(ENVIRONMENTS))
-def test_each_scheduler_trains_ddp_across_two_hosts_like_one_process(tmp_path, name):
+def test_each_scheduler_trains_ddp_across_two_hosts_like_one_process(tmp_path, name, single):
     assert REASON is None, REASON
-    single, _ = train_here(tmp_path / "single", epochs=1, max_steps=STEPS)
     with netlab.NetPair(named=True) as net:
         run = ["--epochs", "1", "--max-steps", str(STEPS), "--timeout", "60"]
         started = _start(net, name, tmp_path / "mn", run)
@@ -171,7 +176,8 @@ def test_each_scheduler_trains_ddp_across_two_hosts_like_one_process(tmp_path, n
 def test_a_killed_host_ends_the_other_within_the_timeout(tmp_path, name):
     assert REASON is None, REASON
     with netlab.NetPair(named=True) as net:
-        run = ["--epochs", "10000", "--timeout", str(TIMEOUT_S)]
+        # short epochs (2 steps): the first epoch's line comes soon, then the kill
+        run = ["--epochs", "10000", "--data-arg", "samples=512", "--timeout", str(TIMEOUT_S)]
         started = _start(net, name, tmp_path / "mn", run)
         deadline = time.monotonic() + RUN_LIMIT_S
         while not any(line.startswith("epoch 1/") for _, o in started for line in o.lines):

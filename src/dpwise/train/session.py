@@ -110,6 +110,8 @@ def _plan(cfg: TrainConfig, env: DistEnv, topology: Topology | None) -> RunPlan:
 
 def workers_source(plan: RunPlan, topology: Topology | None) -> str:
     """Where the number of workers per node came from."""
+    if not strategies.traits(plan.strategy.name).multiprocess:
+        return f"one process: --strategy {plan.strategy.name}"
     nproc = None if topology is None else topology.values.get("nproc")
     if nproc is not None:
         return nproc.source

@@ -25,7 +25,7 @@ def detect(env: Mapping[str, str]) -> Found | None:
     host, port = master(env)
     return Found(
         scheduler="torchrun",
-        job="torchrun" + (f" run {run_id}" if run_id else ""),
+        job=f"torchrun run {run_id}" if run_id else "a launcher's worker (LOCAL_RANK, WORLD_SIZE set)",
         per_device=True,
         nnodes=Sourced(max(1, world.value // local_world.value), "WORLD_SIZE ÷ LOCAL_WORLD_SIZE"),
         node_rank=first_integer(env, ("GROUP_RANK",)) or Sourced(0, "GROUP_RANK unset"),

@@ -28,11 +28,11 @@ TASKS_PER_NODE = ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")
 def detect(env: Mapping[str, str]) -> Found | None:
     if not any(name in env for name in TASKS):
         return None
-    if env.get("SLURM_JOB_NAME") in INTERACTIVE_NAMES:
-        return None  # salloc's shell or `srun --pty bash`: the user runs by hand, as on one machine
     job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or "?"
     job = f"SLURM job {job_id}"
     step = env.get("SLURM_STEP_ID", env.get("SLURM_STEPID"))
+    if env.get("SLURM_JOB_NAME") in INTERACTIVE_NAMES and not _several_tasks(env, step):
+        return None  # salloc's shell or `srun --pty bash`: the user runs by hand, as on one machine
     if step is None or step in BATCH_STEP_IDS:
         return _batch_script(env, job)
     nnodes = first_integer(env, NODES, 1)
@@ -77,6 +77,16 @@ def detect(env: Mapping[str, str]) -> Found | None:
         rdzv_id=rdzv_id,
         **common,
     )
+
+
+def _several_tasks(env: Mapping[str, str], step: str | None) -> bool:
+    """Whether this is an srun step of several tasks: `srun -N2 dpwise …` from an interactive
+    allocation is a launch even though the job's name says interactive (Lightning's test alone
+    would make each node train by itself there)."""
+    if step is None or step in BATCH_STEP_IDS:
+        return False
+    tasks = first_integer(env, TASKS, 1)
+    return tasks is not None and tasks.value > 1
 
 
 def _batch_script(env: Mapping[str, str], job: str) -> Found:

@@ -31,7 +31,7 @@ def node_line(topo: Topology, workers: int, workers_source: str) -> str | None:
     if topo.mode == "worker":
         rank, world = v["rank"], v["world_size"]
         what = (
-            f"{workers} worker(s) started by {NAMES[topo.found.scheduler]}, one per device"
+            f"{workers} worker(s) started by {_starter(topo)}, one per device"
             f"{_said(v['nproc'])}; this is rank {rank.value} of {world.value}{_said(rank)}"
         )
         meet = v.get("master_addr"), v.get("master_port")
@@ -43,11 +43,22 @@ def node_line(topo: Topology, workers: int, workers_source: str) -> str | None:
     host, port = meet
     if host is not None:
         address = host.value if port is None else f"{host.value}:{port.value}"
-        sources = host.source if port is None or port.source == host.source else (
-            f"{host.source}, {port.source}"
-        )  # fmt: skip
+        sources = host.source
+        if port is not None and port.source != host.source:
+            sources = f"{host.source}, {port.source}"
+            kept = ", already set"
+            if host.source.endswith(kept) and port.source.endswith(kept):
+                sources = f"{host.source[: -len(kept)]} and {port.source[: -len(kept)]}{kept}"
         line += f", rendezvous {address} ({sources})"
     return line
+
+
+def _starter(topo: Topology) -> str:
+    """Who started the per-device processes: the scheduler, torchrun, or an unnamed launcher."""
+    assert topo.found is not None
+    if topo.found.scheduler == "torchrun" and topo.found.rdzv_id is None:
+        return "their launcher"
+    return NAMES[topo.found.scheduler]
 
 
 def resolution_lines(topo: Topology) -> list[str]:

@@ -19,7 +19,8 @@ from dpwise.dist.cluster.found import Found, Sourced
 from dpwise.errors import DpwiseError
 
 # The order schedulers are read in: a launcher that is already running (its workers' variables
-# are the most specific), then SLURM, Kubeflow, MPI and SkyPilot.
+# are the most specific), then SLURM, Kubeflow, MPI and SkyPilot; Open MPI's and MVAPICH2's
+# ranks come before SLURM (detect), since their mpirun started this process.
 READERS: dict[str, Callable[[Mapping[str, str]], Found | None]] = {
     "torchrun": elastic.detect,
     "slurm": slurm.detect,
@@ -32,7 +33,7 @@ NAMES = {"torchrun": "torchrun", "slurm": "SLURM", "kubeflow": "Kubeflow", "mpi"
 CLUSTERS = ("auto", "none", "slurm", "kubeflow", "mpi", "skypilot")
 CLUSTER_HELP = (
     "where the job runs: auto (default) reads torchrun's, SLURM's, Kubeflow's, MPI's or "
-    "SkyPilot's variables, in that order; a name reads only that one; none ignores every "
+    "SkyPilot's variables, in that order (Open MPI's ranks before SLURM's); a name reads only that one; none ignores every "
     "scheduler's variables (a launcher's worker stays one)"
 )
 # The settings the topology may fill when the user has not given them.
@@ -58,11 +59,32 @@ def detect(env: Mapping[str, str], cluster: str = "auto") -> Found | None:
                 f"({_markers(cluster)}); use --cluster auto, or start dpwise under {cluster}"
             )
         return found
-    for reader in READERS.values():
+    if any(family[1] in env for family in mpi.FAMILIES[:2]):
+        # Open MPI's and MVAPICH2's mpirun start every rank themselves: inside an sbatch job,
+        # SLURM's variables there describe mpirun's daemons (one task per node), not the ranks
+        return READERS["mpi"](env)
+    for name, reader in READERS.items():
         found = reader(env)
         if found is not None:
+            if name == "torchrun" and "TORCHELASTIC_RUN_ID" not in env:
+                return _exported(found, env)
             return found
     return None
+
+
+def _exported(found: Found, env: Mapping[str, str]) -> Found:
+    """RANK, LOCAL_RANK and WORLD_SIZE without torchrun: often a job script's own copy of
+    SLURM's or MPI's (``export RANK=$SLURM_PROCID``). Where that scheduler runs this process
+    per device with the same rank, its view is the fuller one (nodes, tasks per node)."""
+    for name in ("slurm", "mpi"):
+        try:
+            theirs = READERS[name](env)
+        except DpwiseError:
+            continue
+        if theirs is not None and theirs.per_device and theirs.rank is not None:
+            if found.rank is not None and theirs.rank.value == found.rank.value:
+                return theirs
+    return found
 
 
 def _markers(cluster: str) -> str:
@@ -149,6 +171,8 @@ def resolve(given: Mapping[str, Any], env: Mapping[str, str], cluster: str = "au
     found = detect(env, cluster)
     if found is None:
         return Topology(found=None, mode="local", values=_flags(given))
+    if found.scheduler == "torchrun" and cluster != "none" and "TORCHELASTIC_RUN_ID" in env:
+        _check_nested(found, env)
     if found.per_device:
         return _worker(found, given, env)
     return _launch(found, given)
@@ -230,6 +254,29 @@ def _worker(found: Found, given: Mapping[str, Any], env: Mapping[str, str]) -> T
     if found.rdzv_id is not None:
         values["rdzv_id"] = found.rdzv_id
     return Topology(found=found, mode="worker", values=values)
+
+
+def _check_nested(found: Found, env: Mapping[str, str]) -> None:
+    """torchrun inside a scheduler's per-device tasks: each task's torchrun starts its own
+    workers (the "Duplicate GPU detected" jobs). Refused where both start several."""
+    workers = found.nproc.value if found.nproc else 1
+    if workers <= 1:
+        return
+    for name in ("slurm", "mpi"):
+        try:
+            under = READERS[name](env)
+        except DpwiseError:
+            continue  # their variables are not this launch's to judge
+        if under is None or not under.per_device or under.nproc is None:
+            continue
+        tasks = under.nproc.value
+        raise DpwiseError(
+            f"torchrun started {workers} workers in each of the {tasks} tasks {under.job} runs "
+            f"on this node ({under.nproc.source}={tasks}): {workers * tasks} processes. Either "
+            "submit one task per node (SLURM: --ntasks-per-node=1; MPI: one rank per node) and "
+            "keep torchrun, or drop torchrun and let each task be one worker (srun dpwise train "
+            "…, without --nproc)"
+        )
 
 
 def _double_launch(found: Found, nproc: int) -> str:

@@ -48,6 +48,10 @@ STRATEGY_AND_LAUNCH = (
     "threads",
     "find_unused_parameters",
     "static_graph",
+    "bucket_cap_mb",
+    "gradient_as_bucket_view",
+    "comm_hook",
+    "reshard_after_forward",
 )
 TRAINING = (
     "epochs",

@@ -17,6 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from dpwise.dist.env import DistEnv
 from dpwise.dist.settings import DEFAULT_TIMEOUT_S
+from dpwise.errors import DpwiseError
 from dpwise.strategies.base import WholeModel
 from dpwise.strategies.ddp_guard import GuardedDDP
 from dpwise.strategies.traits import OWN, Traits
@@ -33,6 +34,31 @@ def _accepts_device_id() -> bool:
     return "device_id" in inspect.signature(dist.init_process_group).parameters
 
 
+def check_comm_hook(name: str, backend: str) -> None:
+    """A hook the backend cannot run is one line before anything starts."""
+    if name == "bf16" and backend != "nccl":
+        raise DpwiseError(
+            "--comm-hook bf16 needs NCCL (torch's bf16_compress_hook: CUDA 11+ and NCCL 2.10+); "
+            f"this run's backend is {backend}: use --comm-hook fp16"
+        )
+
+
+def comm_hook(name: str, backend: str) -> tuple[Any, Callable[..., Any]]:
+    """(state, hook) of one of DDP's communication hooks, for register_comm_hook."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    check_comm_hook(name, backend)
+    if name == "fp16":
+        return None, default_hooks.fp16_compress_hook
+    if name == "bf16":
+        return None, default_hooks.bf16_compress_hook
+    # PowerSGD: rank-1 approximations with error feedback, after two plain all-reduce steps
+    state = powerSGD_hook.PowerSGDState(
+        process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2
+    )
+    return state, powerSGD_hook.powerSGD_hook
+
+
 class DDPStrategy(WholeModel):
     traits = Traits(
         name="ddp",
@@ -40,7 +66,13 @@ class DDPStrategy(WholeModel):
         multiprocess=True,
         process_group=True,
         devices=OWN,
-        options=("find_unused_parameters", "static_graph"),
+        options=(
+            "find_unused_parameters",
+            "static_graph",
+            "bucket_cap_mb",
+            "gradient_as_bucket_view",
+            "comm_hook",
+        ),
     )
     name = traits.name
 
@@ -80,8 +112,15 @@ class DDPStrategy(WholeModel):
             self.device = torch.device("cuda", env.device_index)
         else:
             self.device = torch.device("cpu")
+        options = dict(options or {})
         self.comm_hook = comm_hook
-        self.options = {k: v for k, v in (options or {}).items() if v}  # find_unused_parameters …
+        self.hook_name = str(options.pop("comm_hook", None) or "none")
+        self.settings = dict(options)  # every option as given (defaults included)
+        # what DistributedDataParallel takes: find_unused_parameters, static_graph,
+        # bucket_cap_mb, gradient_as_bucket_view (left to DDP's defaults where not given)
+        ddp_kwargs = ("find_unused_parameters", "static_graph", "bucket_cap_mb",
+                      "gradient_as_bucket_view")  # fmt: skip
+        self.options = {k: v for k, v in options.items() if v and k in ddp_kwargs}
         self.timeout = timedelta(seconds=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
         self._owns_group = False
         self._wrapped: list[weakref.ref[nn.Module]] = []
@@ -118,6 +157,8 @@ class DDPStrategy(WholeModel):
         wrapped = GuardedDDP(model, device_ids=device_ids, **self.options)
         if self.comm_hook is not None:
             wrapped.register_comm_hook(None, self.comm_hook)
+        elif self.hook_name != "none":
+            wrapped.register_comm_hook(*comm_hook(self.hook_name, self.backend))
         self._wrapped.append(weakref.ref(wrapped))
         return wrapped
 

@@ -131,6 +131,7 @@ class FSDPStrategy(DDPStrategy):
         devices=OWN,
         min_world_size=2,
         shards_model=True,
+        options=("reshard_after_forward",),
     )
     name = traits.name
 
@@ -186,8 +187,12 @@ class FSDPStrategy(DDPStrategy):
         mesh = init_device_mesh(self.device.type, (self.world_size,))
         policy = fsdp.MixedPrecisionPolicy(reduce_dtype=torch.float32)
         units = shard_units(model)
+        # True: each unit's parameters freed after its forward, gathered again for backward
+        # (ZeRO-3-like); False: kept gathered until backward (ZeRO-2-like). The root module is
+        # left to FSDP2's default (its parameters are needed again first in backward).
+        reshard = bool(self.settings.get("reshard_after_forward", True))
         for _, unit in units:
-            fsdp.fully_shard(unit, mesh=mesh, mp_policy=policy)
+            fsdp.fully_shard(unit, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
         fsdp.fully_shard(model, mesh=mesh, mp_policy=policy)
         self.units = [name for name, _ in units] + [ROOT]
         _comment_view_warning(self.is_main)

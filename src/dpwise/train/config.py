@@ -10,7 +10,7 @@ from dpwise import strategies
 from dpwise.dist.cluster.topology import CLUSTER_HELP, CLUSTERS
 from dpwise.dist.settings import DEFAULT_TIMEOUT_S, RDZV_BACKENDS, TIMEOUT_HELP, check_timeout
 from dpwise.errors import DpwiseError
-from dpwise.infra.settings import at_least, finite, positive, setting, validate
+from dpwise.infra.settings import at_least, finite, flag_of, positive, setting, validate
 from dpwise.workload.settings import WorkloadSettings
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -21,7 +21,22 @@ BACKENDS = ("auto", "gloo", "nccl")
 # What the fork server imports before it forks the launched workers (dpwise.dist.forking).
 WORKER_MODULE = "dpwise.train.worker"
 
-STRATEGY_OPTIONS = ("find_unused_parameters", "static_graph")
+STRATEGY_OPTIONS = (
+    "find_unused_parameters",
+    "static_graph",
+    "bucket_cap_mb",
+    "gradient_as_bucket_view",
+    "comm_hook",
+    "reshard_after_forward",
+)
+# DDP's communication hooks (torch.distributed.algorithms.ddp_comm_hooks): none, fp16 and bf16
+# compression (lossy: the all-reduce adds gradients in 16 bits), PowerSGD (rank-1, lossy)
+COMM_HOOKS = ("none", "fp16", "bf16", "powersgd")
+
+
+def _megabytes(flag: str, value: float | None) -> None:
+    if value is not None and not 0 < value <= 2**20:  # also refuses nan
+        raise DpwiseError(f"{flag} must be a size in MB above 0 (DDP's default: 25), got {value}")
 
 
 MAX_SEED = 2**63 - 1  # what torch.manual_seed and a torch.Generator take as a count
@@ -131,6 +146,32 @@ class TrainConfig(WorkloadSettings):
         action="store_true",
         help="ddp: the same parameters are used (or unused) in every step; cheaper than the above",
     )
+    bucket_cap_mb: float | None = setting(
+        None,
+        type=float,
+        checks=[_megabytes],
+        metavar="MB",
+        help="ddp: gradient bucket size in MB (DDP's default 25); lossless",
+    )
+    gradient_as_bucket_view: bool = setting(
+        False,
+        action="store_true",
+        help="ddp: gradients are views into the all-reduce buckets (less memory, no copy); "
+        "lossless",
+    )
+    comm_hook: str = setting(
+        "none",
+        choices=COMM_HOOKS,
+        help="ddp: compress gradients for the all-reduce: fp16 (gloo, NCCL), bf16 (NCCL), "
+        "powersgd (rank 1); lossy: the model drifts from single's",
+    )
+    reshard_after_forward: bool = setting(
+        True,
+        flag="--no-reshard-after-forward",
+        action="store_false",
+        help="fsdp: keep each unit's parameters gathered from forward to backward (ZeRO-2-like: "
+        "more memory, one all-gather less per step); lossless",
+    )
     overwrite: bool = setting(
         False,
         action="store_true",
@@ -176,12 +217,16 @@ class TrainConfig(WorkloadSettings):
                 f"--strategy {self.strategy} runs one process; --nproc/--nnodes need "
                 f"--strategy {takers}"
             )
-        for flag in STRATEGY_OPTIONS:
-            if getattr(self, flag) and flag not in strategies.traits(self.strategy).options:
-                takers = " or ".join(strategies.those(lambda t, f=flag: f in t.options))
+        defaults = {f.name: f.default for f in fields(self)}
+        for name in STRATEGY_OPTIONS:
+            if getattr(self, name) == defaults[name]:
+                continue
+            if name not in strategies.traits(self.strategy).options:
+                takers = " or ".join(strategies.those(lambda t, n=name: n in t.options))
+                flag = flag_of(next(f for f in fields(self) if f.name == name))
                 raise DpwiseError(
-                    f"--{flag.replace('_', '-')} is an option of DistributedDataParallel; "
-                    f"it needs --strategy {takers} (got --strategy {self.strategy})"
+                    f"{flag} is an option of --strategy {takers} only; it needs --strategy "
+                    f"{takers} (got --strategy {self.strategy})"
                 )
 
     @property

@@ -101,6 +101,10 @@ def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
     backend = cfg.backend
     if backend == "auto":
         backend = "nccl" if device == "cuda" else "gloo"
+    if cfg.comm_hook != "none" and "comm_hook" in traits.options:
+        from dpwise.strategies.ddp import check_comm_hook
+
+        check_comm_hook(cfg.comm_hook, backend)
     if backend == "nccl" and device != "cuda":
         raise DpwiseError(
             "--backend nccl needs CUDA GPUs, but this run is on the CPU; use --backend gloo"

@@ -1,0 +1,102 @@
+"""The knobs of ddp and fsdp that `dpwise train` takes (what `dpwise tune` will choose among):
+the lossless ones train single's model, the compression hooks drift a little and say so by
+their numbers, and a knob the strategy or the backend lacks is one line before anything runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import load_state, max_abs_diff, run_cli
+from dpwise.cli import main
+from helpers_train import train_here
+
+STEPS = 10
+RUN = ("--epochs", "1", "--max-steps", str(STEPS), "--quiet", "--threads", "1")
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    return train_here(tmp_path_factory.mktemp("single"), epochs=1, max_steps=STEPS)[0]
+
+
+def _train(out, *flags):
+    proc = run_cli("train", *RUN, "--out", str(out), *flags)
+    assert proc.returncode == 0, proc.stderr
+    return load_state(out / "final.pt"), json.loads((out / "metrics.json").read_text())
+
+
+@pytest.mark.slow
+def test_lossless_ddp_knobs_train_singles_model(tmp_path, single):
+    flags = ("--strategy", "ddp", "--nproc", "2", "--bucket-cap-mb", "0.01",
+             "--gradient-as-bucket-view", "--static-graph")  # fmt: skip
+    state, metrics = _train(tmp_path / "ddp", *flags)
+    assert max_abs_diff(single, state) <= 1e-5
+    config = metrics["config"]
+    assert (config["bucket_cap_mb"], config["gradient_as_bucket_view"]) == (0.01, True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hook", ["fp16", "powersgd"])
+def test_compression_hooks_drift_from_single_but_train(tmp_path, single, hook):
+    state, metrics = _train(
+        tmp_path / hook, "--strategy", "ddp", "--nproc", "2", "--comm-hook", hook
+    )
+    drift = max_abs_diff(single, state)
+    assert 0 < drift <= 1e-2, drift  # lossy (not single's model), yet the same training
+    assert metrics["config"]["comm_hook"] == hook
+
+
+@pytest.mark.slow
+def test_fsdp_without_resharding_trains_singles_model(tmp_path):
+    model = ("--model", "transformer")
+    reference = train_here(tmp_path / "single", epochs=1, max_steps=STEPS, model="transformer")[0]
+    state, _ = _train(tmp_path / "fsdp", "--strategy", "fsdp", "--nproc", "2", *model,
+                      "--no-reshard-after-forward")  # fmt: skip
+    assert max_abs_diff(reference, state) <= 1e-5
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--strategy", "ddp", "--comm-hook", "bf16"], "--comm-hook bf16 needs NCCL"),
+        (["--comm-hook", "fp16"], "--comm-hook is an option of --strategy ddp"),
+        (["--strategy", "ddp", "--no-reshard-after-forward"], "an option of --strategy fsdp"),
+        (["--strategy", "ddp", "--bucket-cap-mb", "0"], "--bucket-cap-mb must be a size in MB"),
+        (["--strategy", "ddp", "--bucket-cap-mb", "nan"], "--bucket-cap-mb must be a size in MB"),
+        (["--strategy", "ddp", "--comm-hook", "int8"], "argument --comm-hook: invalid choice"),
+    ],
+)
+def test_a_knob_the_strategy_or_backend_lacks_is_one_line(tmp_path, capsys, argv, said):
+    out = tmp_path / "out"
+    assert main(["train", *argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert said in err and "\n" not in err
+    assert not out.exists()
+
+
+def test_the_knobs_reach_distributed_data_parallel(monkeypatch):
+    """A one-process gloo group: the wrapped model carries what the flags asked for."""
+    import torch.distributed as dist
+    from torch import nn
+
+    from conftest import free_port
+    from dpwise.dist.env import DistEnv
+    from dpwise.strategies.ddp import DDPStrategy
+
+    for name, value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(free_port())),
+                        ("RANK", "0"), ("WORLD_SIZE", "1")):  # fmt: skip
+        monkeypatch.setenv(name, value)
+    options = {"bucket_cap_mb": 0.5, "gradient_as_bucket_view": True, "comm_hook": "fp16",
+               "static_graph": False, "find_unused_parameters": False}  # fmt: skip
+    strategy = DDPStrategy(DistEnv(world_size=1), "gloo", "cpu", options=options)
+    strategy.setup()
+    try:
+        wrapped = strategy.wrap(nn.Linear(4, 2))
+        assert wrapped.bucket_bytes_cap == int(0.5 * 1024 * 1024)
+        assert wrapped.gradient_as_bucket_view is True
+        assert wrapped._get_ddp_logging_data().get("comm_hook") == "fp16_compress_hook"
+    finally:
+        strategy.teardown()
+        assert not dist.is_initialized()

@@ -11,7 +11,7 @@ from dpwise.dist.cluster.topology import LAUNCH_FLAGS, adopt
 from dpwise.dist.settings import PROCESSES
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import add_settings, from_args
-from dpwise.train.config import WORKER_MODULE, TrainConfig
+from dpwise.train.config import STRATEGY_OPTIONS, WORKER_MODULE, TrainConfig
 
 HELP = f"train one workload with one strategy ({', '.join(strategies.names())})"
 DESCRIPTION = "Train one workload with one data-parallel strategy, launched correctly."
@@ -46,12 +46,7 @@ STRATEGY_AND_LAUNCH = (
     "max_restarts",
     "timeout",
     "threads",
-    "find_unused_parameters",
-    "static_graph",
-    "bucket_cap_mb",
-    "gradient_as_bucket_view",
-    "comm_hook",
-    "reshard_after_forward",
+    *STRATEGY_OPTIONS,  # the options only some strategies take
 )
 TRAINING = (
     "epochs",

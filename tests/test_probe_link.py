@@ -79,3 +79,32 @@ def test_bad_input_is_one_line_and_exit_2(args, expected, capsys, tmp_path):
 def test_an_out_that_is_a_folder_is_refused(capsys, tmp_path):
     assert main(["probe-link", "--out", str(tmp_path)]) == 2
     assert "is a folder; give a file name" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_under_slurms_per_device_tasks_each_task_is_one_end_and_one_line_is_said():
+    """Two SLURM tasks on one node: each is one process of the probe (nothing launched), and
+    only local rank 0 prints the topology line."""
+    import subprocess
+    import sys
+
+    from conftest import child_env
+
+    job = {"SLURM_JOB_ID": "791", "SLURM_JOB_NAME": "probe", "SLURM_STEP_ID": "0",
+           "SLURM_NTASKS": "2", "SLURM_NNODES": "1", "SLURM_JOB_NODELIST": "localhost",
+           "SLURM_NODEID": "0"}  # fmt: skip
+    tasks = [
+        subprocess.Popen(
+            [sys.executable, "-m", "dpwise", "probe-link", "--max-bytes", "64KiB"],
+            env=child_env({**job, "SLURM_PROCID": str(i), "SLURM_LOCALID": str(i)}),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    said = [task.communicate(timeout=120)[0] for task in tasks]
+    assert [task.returncode for task in tasks] == [0, 0], said
+    line = "SLURM job 791: node 0 of 1 (SLURM_NODEID), 2 worker(s) started by SLURM"
+    assert said[0].count(line) == 1 and "link probe: gloo between 2 processes" in said[0]
+    assert said[1] == ""

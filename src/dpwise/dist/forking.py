@@ -58,7 +58,7 @@ _REAP_S = 5.0  # how long the orphaned server waits for its killed children
 
 
 def start_method() -> str:
-    """"forkserver" where the platform has one, else "spawn"."""
+    """The start method: "forkserver" where the platform has one, else "spawn"."""
     return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
@@ -107,12 +107,14 @@ def _short_socket_folder() -> None:
     from multiprocessing import process, util
 
     config = process.current_process()._config  # type: ignore[attr-defined]
-    if config.get("tempdir") or len(tempfile.gettempdir()) + _SOCKET_BELOW_TMPDIR < _SOCKET_PATH_MAX:
+    fits = len(tempfile.gettempdir()) + _SOCKET_BELOW_TMPDIR < _SOCKET_PATH_MAX
+    if config.get("tempdir") or fits:
         return
     for base in ("/tmp", "/var/tmp", "/dev/shm"):
         if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
             folder = tempfile.mkdtemp(prefix="pymp-", dir=base)
-            util.Finalize(None, util._remove_temp_dir, args=(shutil.rmtree, folder), exitpriority=-100)  # type: ignore[attr-defined]
+            remove = util._remove_temp_dir  # type: ignore[attr-defined]
+            util.Finalize(None, remove, args=(shutil.rmtree, folder), exitpriority=-100)
             config["tempdir"] = folder
             return
 
@@ -220,7 +222,7 @@ def adopt(environ: dict[str, str]) -> None:
     start), nothing tells the server's variables from the launcher's: the process keeps its own
     and only gains the parent's that it lacks.
     """
-    if _IMPORTED_IN == os.getpid():
+    if os.getpid() == _IMPORTED_IN:
         for key, value in environ.items():
             os.environ.setdefault(key, value)
         return

@@ -15,10 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from dpwise.infra import interrupts, scratch
 from dpwise.dist import forking, netaddr, peers
 from dpwise.dist.settings import LaunchSettings
 from dpwise.errors import DpwiseError
+from dpwise.infra import interrupts, scratch
 
 _USAGE_PREFIX = "DpwiseError: "
 TEARDOWN_LIMIT_S = 120.0  # a healthy teardown takes well under a second

@@ -8,10 +8,13 @@ from collections.abc import Mapping
 
 from dpwise.dist.cluster.found import Found, Sourced, first_integer, master
 
+_UNNAMED = "a launcher's worker (LOCAL_RANK, WORLD_SIZE set)"  # no TORCHELASTIC_RUN_ID
+
 
 def is_worker(env: Mapping[str, str]) -> bool:
     ranked = "RANK" in env or "LOCAL_RANK" in env
-    return ("TORCHELASTIC_RUN_ID" in env and ranked) or ("LOCAL_RANK" in env and "WORLD_SIZE" in env)
+    launched = "LOCAL_RANK" in env and "WORLD_SIZE" in env
+    return ("TORCHELASTIC_RUN_ID" in env and ranked) or launched
 
 
 def detect(env: Mapping[str, str]) -> Found | None:
@@ -25,7 +28,7 @@ def detect(env: Mapping[str, str]) -> Found | None:
     host, port = master(env)
     return Found(
         scheduler="torchrun",
-        job=f"torchrun run {run_id}" if run_id else "a launcher's worker (LOCAL_RANK, WORLD_SIZE set)",
+        job=f"torchrun run {run_id}" if run_id else _UNNAMED,
         per_device=True,
         nnodes=Sourced(max(1, world.value // local_world.value), "WORLD_SIZE ÷ LOCAL_WORLD_SIZE"),
         node_rank=first_integer(env, ("GROUP_RANK",)) or Sourced(0, "GROUP_RANK unset"),

@@ -23,18 +23,17 @@ LOOPBACK = "127.0.0.1"
 
 
 def detect(env: Mapping[str, str]) -> Found | None:
-    for family, rank_var, size_var, local_var, local_size_var in FAMILIES:
-        if rank_var in env:
-            break
-    else:
+    family, rank_var, size_var, local_var, local_size_var = next(
+        (names for names in FAMILIES if names[1] in env), (None,) * 5
+    )
+    if rank_var is None:
         return None
     size = integer(env, size_var, 1)
     rank = integer(env, rank_var)
     local = integer(env, local_var)
     local_size = integer(env, local_size_var, 1)
-    missing = [
-        n for n, v in ((size_var, size), (local_var, local), (local_size_var, local_size)) if v is None
-    ]
+    read = ((size_var, size), (local_var, local), (local_size_var, local_size))
+    missing = [name for name, value in read if value is None]
     if missing:
         raise DpwiseError(
             f"{family}: {rank_var} is set but {', '.join(missing)} is not: dpwise cannot tell "

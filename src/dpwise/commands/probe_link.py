@@ -60,10 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(dry_run(cfg, topology, command_line(args))))
         return 0
     adopt(topology)  # a process the scheduler started per device becomes its worker
-    local = topology.values.get("local_rank")  # a scheduler's per-device process: rank 0 says it
-    line = (
-        None if cfg.json or (local is not None and local.value != 0) else node_line(cfg, topology)
-    )
+    line = None if cfg.json else node_line(cfg, topology)
     if line is not None:
         print(line, file=sys.stderr, flush=True)  # stdout may be the JSON
     done = probe(cfg)

@@ -15,6 +15,7 @@ from dpwise.dist.env import DistEnv
 from dpwise.link.settings import ProbeLinkConfig
 from dpwise.link.worker import plan_for, run_probe
 from dpwise.train.outputs import check_writable, write_json
+from dpwise.train.session import workers_source
 
 
 @dataclass(frozen=True)
@@ -38,28 +39,22 @@ def _workers(cfg: ProbeLinkConfig, topology: Topology) -> tuple[Any, str]:
     """The plan this node would run (as if already adopted) and where its worker count came
     from."""
     plan = plan_for(cfg, DistEnv.from_environ({**os.environ, **topology.worker_environ()}))
-    nproc = topology.values.get("nproc")
-    source = nproc.source if nproc else ("--nproc" if cfg.nproc else "default on the CPU")
-    if nproc is None and cfg.nproc is None and plan.device_type == "cuda":
-        source = "default: the GPUs on this node"
-    return plan, source
+    return plan, workers_source(plan, topology)
 
 
 def node_line(cfg: ProbeLinkConfig, topology: Topology) -> str | None:
+    """The node's topology line; None for a scheduler's per-device process other than local
+    rank 0 (one line per node, as train says it)."""
+    local = topology.values.get("local_rank")
+    if local is not None and local.value != 0:
+        return None
     plan, source = _workers(cfg, topology)
     return topology_text.node_line(topology, plan.nproc_per_node, source)
 
 
 def dry_run(cfg: ProbeLinkConfig, topology: Topology, argv: Sequence[str]) -> list[str]:
     plan, source = _workers(cfg, topology)
-    filled: list[str] = []
-    if plan.launch:
-        filled = ["--nproc", str(plan.nproc_per_node)]
-        if cfg.nnodes > 1:
-            filled += ["--nnodes", str(cfg.nnodes), "--rdzv-backend", cfg.rdzv_backend]
-            filled += ["--rdzv-endpoint", str(cfg.rdzv_endpoint), "--rdzv-id", cfg.rdzv_id]
-            if cfg.rdzv_backend == "static":
-                filled += ["--node-rank", str(cfg.node_rank)]
+    filled = topology_text.launch_flags(plan.launch_settings) if plan.launch else []
     where = topology_text.node_line(topology, plan.nproc_per_node, source)
     return [
         "dpwise probe-link --dry-run: nothing started",

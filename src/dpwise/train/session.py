@@ -133,22 +133,14 @@ def dry_run(cfg: TrainConfig, topology: Topology, argv: Sequence[str]) -> list[s
     """--dry-run: the resolution, each value with its source, and this node's exact command."""
     env = DistEnv.from_environ({**os.environ, **topology.worker_environ()})
     plan = _plan(cfg, env, topology)
-    filled: list[str] = []
-    if plan.launch and strategies.traits(cfg.strategy).multiprocess:
-        filled = ["--nproc", str(plan.nproc_per_node)]
-        if cfg.nnodes > 1:
-            nodes = f"{cfg.min_nnodes}:{cfg.nnodes}" if cfg.min_nnodes else str(cfg.nnodes)
-            filled += ["--nnodes", nodes, "--rdzv-backend", cfg.rdzv_backend]
-            filled += ["--rdzv-endpoint", str(cfg.rdzv_endpoint), "--rdzv-id", cfg.rdzv_id]
-            if cfg.rdzv_backend == "static":
-                filled += ["--node-rank", str(cfg.node_rank)]
-        if cfg.max_restarts:
-            filled += ["--max-restarts", str(cfg.max_restarts)]
-    where = topology_text.node_line(topology, plan.nproc_per_node, workers_source(plan, topology))
+    launches = plan.launch and strategies.traits(cfg.strategy).multiprocess
+    filled = topology_text.launch_flags(plan.launch_settings) if launches else []
+    source = workers_source(plan, topology)
+    where = topology_text.node_line(topology, plan.nproc_per_node, source)
     return [
         "dpwise train --dry-run: nothing started",
         *topology_text.resolution_lines(topology),
-        f"this node: {plan.nproc_per_node} worker(s) ({workers_source(plan, topology)}), "
+        f"this node: {plan.nproc_per_node} worker(s) ({source}), "
         f"world size {plan.world_size}, {plan.strategy.backend or 'no'} backend",
         *([where] if where else []),
         "command on this node:",

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from dpwise.dist.cluster.found import Sourced
 from dpwise.dist.cluster.topology import LAUNCH_FLAGS, NAMES, Topology, flag
+from dpwise.dist.settings import LaunchSettings
 
 _DROPPED = ("--dry-run", "--cluster", *(flag(n) for n in LAUNCH_FLAGS))
 _SWITCHES = ("--dry-run",)  # flags without a value
@@ -76,6 +77,20 @@ def resolution_lines(topo: Topology) -> list[str]:
     for name, value in topo.values.items():
         lines.append(f"  {name.ljust(width)}  {value.value!s:<16} {value.source}")
     return lines
+
+
+def launch_flags(launch: LaunchSettings) -> list[str]:
+    """The flags that start on one node what ``launch`` starts there, without a scheduler. An
+    elastic range is written as its upper end: --nnodes takes one number."""
+    flags = ["--nproc", str(launch.nproc_per_node)]
+    if launch.nnodes > 1:
+        flags += ["--nnodes", str(launch.nnodes), "--rdzv-backend", launch.rdzv_backend]
+        flags += ["--rdzv-endpoint", str(launch.rdzv_endpoint), "--rdzv-id", launch.rdzv_id]
+        if launch.rdzv_backend == "static":
+            flags += ["--node-rank", str(launch.node_rank)]
+    if launch.max_restarts:
+        flags += ["--max-restarts", str(launch.max_restarts)]
+    return flags
 
 
 def command(topo: Topology, prog: str, argv: Sequence[str], filled: Sequence[str]) -> str:

@@ -10,12 +10,15 @@ processes is refused before anything starts.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from dpwise.dist.cluster import elastic, kubeflow, mpi, skypilot, slurm
 from dpwise.dist.cluster.found import Found, Sourced
+from dpwise.dist.netaddr import resolve as resolve_host
+from dpwise.dist.netaddr import split_endpoint
 from dpwise.errors import DpwiseError
 
 # The order schedulers are read in: a launcher that is already running (its workers' variables
@@ -33,14 +36,13 @@ NAMES = {"torchrun": "torchrun", "slurm": "SLURM", "kubeflow": "Kubeflow", "mpi"
 CLUSTERS = ("auto", "none", "slurm", "kubeflow", "mpi", "skypilot")
 CLUSTER_HELP = (
     "where the job runs: auto (default) reads torchrun's, SLURM's, Kubeflow's, MPI's or "
-    "SkyPilot's variables, in that order (Open MPI's ranks before SLURM's); a name reads only that one; none ignores every "
-    "scheduler's variables (a launcher's worker stays one)"
+    "SkyPilot's variables, in that order (Open MPI's ranks before SLURM's); a name reads only "
+    "that one; none ignores every scheduler's variables (a launcher's worker stays one)"
 )
 # The settings the topology may fill when the user has not given them.
 LAUNCH_FLAGS = ("nproc", "nnodes", "node_rank", "rdzv_endpoint", "rdzv_backend", "rdzv_id",
                 "max_restarts")  # fmt: skip
 SCHEDULER_ENV = "DPWISE_SCHEDULER"  # the scheduler a worker was started by (set by adopt)
-WORKER_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 
 
 def flag(name: str) -> str:
@@ -72,19 +74,27 @@ def detect(env: Mapping[str, str], cluster: str = "auto") -> Found | None:
     return None
 
 
-def _exported(found: Found, env: Mapping[str, str]) -> Found:
-    """RANK, LOCAL_RANK and WORLD_SIZE without torchrun: often a job script's own copy of
-    SLURM's or MPI's (``export RANK=$SLURM_PROCID``). Where that scheduler runs this process
-    per device with the same rank, its view is the fuller one (nodes, tasks per node)."""
+def _per_device_scheduler(env: Mapping[str, str]) -> Found | None:
+    """SLURM's or MPI's view where either runs this process as one of several on its node
+    (under a launcher's variables); their variables are not this launch's to judge where they
+    do not read."""
     for name in ("slurm", "mpi"):
         try:
             theirs = READERS[name](env)
         except DpwiseError:
             continue
-        if theirs is not None and theirs.per_device and theirs.rank is not None:
-            if found.rank is not None and theirs.rank.value == found.rank.value:
-                return theirs
-    return found
+        if theirs is not None and theirs.per_device and theirs.nproc is not None:
+            return theirs
+    return None
+
+
+def _exported(found: Found, env: Mapping[str, str]) -> Found:
+    """RANK, LOCAL_RANK and WORLD_SIZE without torchrun: often a job script's own copy of
+    SLURM's or MPI's (``export RANK=$SLURM_PROCID``). Where that scheduler runs this process
+    per device with the same rank, its view is the fuller one (nodes, tasks per node)."""
+    theirs = _per_device_scheduler(env)
+    same = theirs is not None and theirs.rank is not None and found.rank is not None
+    return theirs if same and theirs.rank.value == found.rank.value else found
 
 
 def _markers(cluster: str) -> str:
@@ -145,10 +155,6 @@ def adopt(topo: Topology) -> None:
     """Make this process the worker the scheduler started (its variables, as torchrun's
     workers have them); nothing to do in the other modes. Where the nodes meet must resolve:
     a name that does not is one line naming where it came from, before anything starts."""
-    import os
-
-    from dpwise.dist.netaddr import resolve as resolve_host
-    from dpwise.dist.netaddr import split_endpoint
 
     host = topo.values.get("master_addr") or topo.values.get("rdzv_endpoint")
     several = topo.values.get("nnodes", Sourced(1, "")).value > 1
@@ -239,8 +245,6 @@ def _worker(found: Found, given: Mapping[str, Any], env: Mapping[str, str]) -> T
     }
     host, port = found.host, found.port
     if "rdzv_endpoint" in given:
-        from dpwise.dist.netaddr import split_endpoint
-
         name, number = split_endpoint(given["rdzv_endpoint"])
         host = Sourced(name, "--rdzv-endpoint")
         port = Sourced(number, "--rdzv-endpoint") if number else port
@@ -260,15 +264,8 @@ def _check_nested(found: Found, env: Mapping[str, str]) -> None:
     """torchrun inside a scheduler's per-device tasks: each task's torchrun starts its own
     workers (the "Duplicate GPU detected" jobs). Refused where both start several."""
     workers = found.nproc.value if found.nproc else 1
-    if workers <= 1:
-        return
-    for name in ("slurm", "mpi"):
-        try:
-            under = READERS[name](env)
-        except DpwiseError:
-            continue  # their variables are not this launch's to judge
-        if under is None or not under.per_device or under.nproc is None:
-            continue
+    under = _per_device_scheduler(env) if workers > 1 else None
+    if under is not None and under.nproc is not None:
         tasks = under.nproc.value
         raise DpwiseError(
             f"torchrun started {workers} workers in each of the {tasks} tasks {under.job} runs "

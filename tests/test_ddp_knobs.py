@@ -100,3 +100,67 @@ def test_the_knobs_reach_distributed_data_parallel(monkeypatch):
     finally:
         strategy.teardown()
         assert not dist.is_initialized()
+
+
+@pytest.mark.slow
+def test_zero1_is_ddps_model_and_resumes_exactly(tmp_path):
+    ddp = ("--strategy", "ddp", "--nproc", "2", "--optimizer", "adamw")
+    plain, _ = _train(tmp_path / "ddp", *ddp)
+    sharded, metrics = _train(tmp_path / "zero1", *ddp, "--zero1", "--checkpoint-every", "5")
+    assert max_abs_diff(plain, sharded) == 0.0 and metrics["config"]["zero1"] is True
+    # ZeRO-1's state is spread over the workers: the checkpoint gathers it, a resume goes on
+    half = tmp_path / "half"
+    _train(half, *ddp, "--zero1", "--checkpoint-every", "5", "--max-steps", "5")
+    resumed, _ = _train(half, *ddp, "--zero1", "--checkpoint-every", "5", "--resume")
+    assert max_abs_diff(sharded, resumed) == 0.0
+
+
+@pytest.mark.slow
+def test_fsdp_with_the_whole_model_as_one_unit_trains_singles_model(tmp_path):
+    model = ("--model", "transformer")
+    reference = train_here(tmp_path / "single", epochs=1, max_steps=STEPS, model="transformer")[0]
+    state, metrics = _train(tmp_path / "fsdp", "--strategy", "fsdp", "--nproc", "2", *model,
+                            "--shard-units", "model")  # fmt: skip
+    assert max_abs_diff(reference, state) <= 1e-5
+    assert metrics["notes"] == ["fsdp shards 1 unit(s): (root)"]
+
+
+def test_fsdps_options_reach_the_strategy():
+    from dpwise.dist.env import DistEnv
+    from dpwise.strategies.base import StrategySpec
+    from dpwise.strategies.fsdp import FSDPStrategy
+
+    options = {"reshard_after_forward": False, "shard_units": "model"}
+    spec = StrategySpec(name="fsdp", device_type="cpu", backend="gloo", options=options)
+    assert FSDPStrategy.from_spec(spec, DistEnv()).settings == dict(spec.options)
+
+
+SIZES = ("n_layer=2", "n_embd=128", "n_head=2", "vocab_size=2000")
+GPT2 = ("--model", "transformers:gpt2", "--batch-size", "16",
+        *(arg for size in SIZES for arg in ("--model-arg", size)))  # fmt: skip
+
+
+@pytest.mark.slow
+def test_powersgd_on_gloo_keeps_every_gradient_in_one_bucket(tmp_path):
+    """With DDP's buckets (the first is 1 MB) GPT-2's gradients take several, and PowerSGD's
+    second all-reduce, started from a callback, raced the next bucket's: gloo aborted with
+    "Received data size doesn't match expected size" in every run. One bucket trains."""
+    _, metrics = _train(tmp_path / "psgd", *GPT2, "--strategy", "ddp", "--nproc", "2",
+                        "--comm-hook", "powersgd", "--max-steps", "6")  # fmt: skip
+    assert metrics["config"]["comm_hook"] == "powersgd"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        ([*GPT2, "--comm-hook", "powersgd", "--bucket-cap-mb", "0.5"],
+         "--comm-hook powersgd on gloo needs every gradient in one bucket"),
+        (["--model", "trapmodels:sparse_model", "--comm-hook", "fp16"],
+         "give sparse gradients, which DDP's communication hooks cannot compress"),
+    ],
+)  # fmt: skip
+def test_hooks_the_model_cannot_take_are_one_line_before_any_worker(tmp_path, argv, said):
+    out = tmp_path / "out"
+    proc = run_cli("train", "--strategy", "ddp", "--nproc", "2", *argv, "--out", str(out))
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+    assert proc.stderr.strip().count("\n") <= 1 and not out.exists()  # the data line, the error

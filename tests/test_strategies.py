@@ -33,7 +33,7 @@ def test_the_four_strategies_and_their_traits():
     assert (ddp.multiprocess, ddp.process_group, ddp.devices) == (True, True, OWN)
     assert [t.reference for t in (single, dp, ddp)] == [True, False, False]
     assert set(ddp.options) == {"find_unused_parameters", "static_graph", "bucket_cap_mb",
-                                "gradient_as_bucket_view", "comm_hook"}  # fmt: skip
+                                "gradient_as_bucket_view", "comm_hook", "zero1"}  # fmt: skip
     assert single.options == dp.options == ()
     fsdp = strategies.traits("fsdp")
     assert (fsdp.multiprocess, fsdp.process_group, fsdp.devices) == (True, True, OWN)

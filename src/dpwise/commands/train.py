@@ -58,6 +58,7 @@ TRAINING = (
     "momentum",
     "weight_decay",
     "precision",
+    "compile",
     "seed",
 )
 

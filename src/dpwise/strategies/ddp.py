@@ -43,6 +43,34 @@ def check_comm_hook(name: str, backend: str) -> None:
         )
 
 
+def one_bucket_mb(model: nn.Module) -> float:
+    """A bucket size (MB) that holds every gradient of ``model`` in one bucket."""
+    grads = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    return float(int(grads / 2**20) + 1)
+
+
+def powersgd_bucket(hook: str, backend: str, model: nn.Module, given: float | None) -> float | None:
+    """PowerSGD on gloo in one bucket: its hook starts a second all-reduce from a future's
+    callback while DDP starts the next bucket's from backward, and gloo needs every process to
+    start collectives in the same order; with several buckets the two race ("Received data size
+    doesn't match expected size": GPT-2 with 2 layers, every run; PyTorch's own PowerSGD parity
+    test fails on gloo, pytorch#58467). The size to use (None: leave DDP's), or DpwiseError
+    where --bucket-cap-mb splits the gradients."""
+    if hook != "powersgd" or backend != "gloo":
+        return given
+    need = one_bucket_mb(model)
+    if given is None:
+        return need
+    if given < need:
+        raise DpwiseError(
+            f"--comm-hook powersgd on gloo needs every gradient in one bucket (its second "
+            f"all-reduce races the next bucket's otherwise, and gloo aborts): --bucket-cap-mb "
+            f"{given:g} splits this model's gradients; give --bucket-cap-mb {need:g} or more, or "
+            "drop it"
+        )
+    return given
+
+
 def comm_hook(name: str, backend: str) -> tuple[Any, Callable[..., Any]]:
     """(state, hook) of one of DDP's communication hooks, for register_comm_hook."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
@@ -72,6 +100,7 @@ class DDPStrategy(WholeModel):
             "bucket_cap_mb",
             "gradient_as_bucket_view",
             "comm_hook",
+            "zero1",
         ),
     )
     name = traits.name
@@ -154,7 +183,11 @@ class DDPStrategy(WholeModel):
 
     def wrap(self, model: nn.Module) -> nn.Module:
         device_ids = [self.device.index] if self.device.type == "cuda" else None
-        wrapped = GuardedDDP(model, device_ids=device_ids, **self.options)
+        options = dict(self.options)
+        cap = powersgd_bucket(self.hook_name, self.backend, model, options.get("bucket_cap_mb"))
+        if cap is not None:
+            options["bucket_cap_mb"] = cap
+        wrapped = GuardedDDP(model, device_ids=device_ids, **options)
         if self.comm_hook is not None:
             wrapped.register_comm_hook(None, self.comm_hook)
         elif self.hook_name != "none":
@@ -167,6 +200,18 @@ class DDPStrategy(WholeModel):
 
     def shard(self, rows: torch.Tensor) -> torch.Tensor:
         return rows[self.rank :: self.world_size]  # DistributedSampler: rank r takes r::W
+
+    def optimizer_state_dict(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer
+    ) -> dict[str, Any]:
+        """ZeRO-1's state is spread over the processes: gathered on rank 0 first (every rank
+        calls it); a plain optimizer's is whole on every rank."""
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        if isinstance(optimizer, ZeroRedundancyOptimizer):
+            optimizer.consolidate_state_dict(to=0)
+            return optimizer.state_dict() if self.is_main else {}
+        return optimizer.state_dict()
 
     def no_sync(self, model: nn.Module) -> AbstractContextManager[None]:
         return model.no_sync() if isinstance(model, DistributedDataParallel) else nullcontext()

@@ -131,7 +131,7 @@ class FSDPStrategy(DDPStrategy):
         devices=OWN,
         min_world_size=2,
         shards_model=True,
-        options=("reshard_after_forward",),
+        options=("reshard_after_forward", "shard_units"),
     )
     name = traits.name
 
@@ -168,7 +168,9 @@ class FSDPStrategy(DDPStrategy):
     @classmethod
     def from_spec(cls, spec: StrategySpec, env: DistEnv) -> FSDPStrategy:
         _api()  # an older torch is refused before any process group exists
-        return cls(env, spec.backend or "gloo", spec.device_type, timeout_s=spec.timeout_s)
+        built = super().from_spec(spec, env)  # ddp's: backend, device, timeout, the options
+        assert isinstance(built, FSDPStrategy)
+        return built
 
     def place(self, model: nn.Module) -> nn.Module:
         # stays where it was built (the host): fully_shard moves each unit's parameters and
@@ -186,7 +188,9 @@ class FSDPStrategy(DDPStrategy):
 
         mesh = init_device_mesh(self.device.type, (self.world_size,))
         policy = fsdp.MixedPrecisionPolicy(reduce_dtype=torch.float32)
-        units = shard_units(model)
+        # "model": the whole model is one unit (the root's); "blocks": each repeated block
+        whole = self.settings.get("shard_units", "blocks") == "model"
+        units = [] if whole else shard_units(model)
         # True: each unit's parameters freed after its forward, gathered again for backward
         # (ZeRO-3-like); False: kept gathered until backward (ZeRO-2-like). The root module is
         # left to FSDP2's default (its parameters are needed again first in backward).

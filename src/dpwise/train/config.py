@@ -27,11 +27,15 @@ STRATEGY_OPTIONS = (
     "bucket_cap_mb",
     "gradient_as_bucket_view",
     "comm_hook",
+    "zero1",
     "reshard_after_forward",
+    "shard_units",
 )
 # DDP's communication hooks (torch.distributed.algorithms.ddp_comm_hooks): none, fp16 and bf16
 # compression (lossy: the all-reduce adds gradients in 16 bits), PowerSGD (rank-1, lossy)
 COMM_HOOKS = ("none", "fp16", "bf16", "powersgd")
+# FSDP's units: each repeated block (and the root), or the whole model as one unit
+SHARD_UNITS = ("blocks", "model")
 
 
 def _megabytes(flag: str, value: float | None) -> None:
@@ -165,12 +169,31 @@ class TrainConfig(WorkloadSettings):
         help="ddp: compress gradients for the all-reduce: fp16 (gloo, NCCL), bf16 (NCCL), "
         "powersgd (rank 1); lossy: the model drifts from single's",
     )
+    zero1: bool = setting(
+        False,
+        action="store_true",
+        help="ddp: shard the optimizer state over the workers (ZeRO-1: torch's "
+        "ZeroRedundancyOptimizer; less memory per device, one broadcast of the parameters per "
+        "step); lossless",
+    )
     reshard_after_forward: bool = setting(
         True,
         flag="--no-reshard-after-forward",
         action="store_false",
         help="fsdp: keep each unit's parameters gathered from forward to backward (ZeRO-2-like: "
         "more memory, one all-gather less per step); lossless",
+    )
+    shard_units: str = setting(
+        "blocks",
+        choices=SHARD_UNITS,
+        help="fsdp: blocks shards each repeated block as a unit (then the root); model shards "
+        "the whole model as one unit (fewer, larger all-gathers; more memory); lossless",
+    )
+    compile: bool = setting(
+        False,
+        action="store_true",
+        help="compile the model's forward with torch.compile (Module.compile: the names in the "
+        "state dict stay the model's); the first steps compile",
     )
     overwrite: bool = setting(
         False,

@@ -25,10 +25,20 @@ from dpwise.workload.data import BatchSource, epoch_permutation, micro_batch_row
 from dpwise.workload.spec import Workload
 
 
-def make_optimizer(name: str, params: Any, lr: float, momentum: float, wd: float):
+def make_optimizer(
+    name: str, params: Any, lr: float, momentum: float, wd: float, shard: bool = False
+):
+    """The optimizer; ``shard``: ZeRO-1, each process keeps the state of its share of the
+    parameters (torch's ZeroRedundancyOptimizer: the same updates, then a broadcast)."""
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=wd)
-    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=wd)
+        kind, kwargs = torch.optim.AdamW, {"lr": lr, "weight_decay": wd}
+    else:
+        kind, kwargs = torch.optim.SGD, {"lr": lr, "momentum": momentum, "weight_decay": wd}
+    if not shard:
+        return kind(params, **kwargs)
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    return ZeroRedundancyOptimizer(params, optimizer_class=kind, **kwargs)
 
 
 def steps_per_epoch(rows: int, batch_size: int, accum_steps: int) -> int:
@@ -61,6 +71,8 @@ class Loop:
         self.steps = steps_per_epoch(len(self.data), self.cfg.batch_size, self.cfg.accum_steps)
         torch.manual_seed(self.cfg.seed)  # the same initial state on every rank and strategy
         base = strategy.place(workload.build_model())
+        if self.cfg.compile:
+            base.compile()  # in place: the module and its state dict's names stay the model's
         self.model = strategy.wrap(base)
         self.optimizer = make_optimizer(
             self.cfg.optimizer,
@@ -68,6 +80,7 @@ class Loop:
             self.cfg.lr,
             self.cfg.momentum,
             self.cfg.weight_decay,
+            shard=self.cfg.zero1,
         )
         self.precision = Precision(self.cfg.precision, strategy.device.type)
         self.workload = workload

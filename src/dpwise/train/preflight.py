@@ -71,6 +71,26 @@ def check_model(
     check_optimizer(model, optimizer)
 
 
+def check_comm_hook(workload: Workload, hook: str, backend: str, bucket_cap_mb: float | None
+                    ) -> None:  # fmt: skip
+    """DDP's communication hooks compress dense buckets: a model with sparse gradients fails in
+    them mid-backward (fp16 on gloo: "cadd_sparse" not implemented), refused here in one line;
+    so is PowerSGD on gloo with buckets that split the gradients (strategies.ddp)."""
+    from dpwise.diagnosis.layers import sparse_layers
+    from dpwise.strategies.ddp import powersgd_bucket
+
+    model = meta_model(workload)
+    if model is not None:
+        powersgd_bucket(hook, backend, model, bucket_cap_mb)
+    sparse = [] if model is None else sparse_layers(model)
+    if hook != "none" and sparse:
+        raise DpwiseError(
+            f"--comm-hook {hook}: {', '.join(s.name for s in sparse[:3])} give sparse gradients, "
+            "which DDP's communication hooks cannot compress; drop --comm-hook, or use "
+            "sparse=False"
+        )
+
+
 def check_optimizer(model: Any, optimizer: str) -> None:
     """An optimizer that cannot take the model's gradients (sparse ones), refused in one line;
     nothing checked where the model could not be built (None)."""

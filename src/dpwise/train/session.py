@@ -44,6 +44,10 @@ def run_train(cfg: TrainConfig, topology: Topology | None = None) -> None:
     )
     if cfg.static_graph:
         preflight.check_static_graph(workload, cfg.seed)
+    if cfg.comm_hook != "none":
+        preflight.check_comm_hook(
+            workload, cfg.comm_hook, str(plan.strategy.backend), cfg.bucket_cap_mb
+        )
     preflight.check_out(cfg, env)
     try:
         resumed = None if cfg.resume is None else preflight.check_resume(cfg, workload, plan.launch)

@@ -17,6 +17,7 @@ from dpwise.link.settings import ProbeLinkConfig
 from dpwise.lint.settings import LintConfig
 from dpwise.migrate.settings import MigrateConfig
 from dpwise.train.config import TrainConfig
+from dpwise.tune.settings import TuneConfig
 
 COMMANDS = {
     "train": TrainConfig,
@@ -26,6 +27,7 @@ COMMANDS = {
     "lint": LintConfig,
     "migrate": MigrateConfig,
     "probe-link": ProbeLinkConfig,
+    "tune": TuneConfig,
 }
 # what a command needs on its command line (its positional arguments), as settings
 REQUIRED = {"lint": {"paths": ("train.py",)}, "migrate": {"script": Path("train.py")}}

@@ -9,7 +9,7 @@ import sys
 from dpwise import __version__
 from dpwise.errors import DpwiseError
 
-COMMANDS = ("train", "compare", "advise", "env", "lint", "migrate", "probe-link")
+COMMANDS = ("train", "compare", "tune", "advise", "env", "lint", "migrate", "probe-link")
 READ_ONLY = ("env", "lint")  # commands that run no model: the environment is theirs to report
 
 

@@ -2,7 +2,7 @@
 the answer from measured results (--from), and its text; the job scripts users submit (jobscript).
 May import: train, results, projection, strategies, diagnosis, dist, workload, measure, infra,
 errors
-Imported by: commands, migrate
+Imported by: commands, migrate, tune
 
 `dpwise advise`: facts about the machine and the job, a per-device memory estimate, the rules.
 

@@ -2,5 +2,5 @@
 checks (checks/), the verdict and claims, results assembly and publishing.
 May import: report, link, projection, train, results, strategies, dist, workload, measure,
 diagnosis, infra, errors
-Imported by: commands
+Imported by: commands, tune
 """

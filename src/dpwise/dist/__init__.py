@@ -3,5 +3,5 @@
 settings and default timeout, the elastic launch, the fork server its processes come from, node
 addressing, the watch on the workers.
 May import: infra, errors
-Imported by: advise, cli, commands, compare, link, migrate, strategies, train
+Imported by: advise, cli, commands, compare, link, migrate, strategies, train, tune
 """

@@ -1,7 +1,7 @@
 """Owns: one file per strategy, the registry, the traits, and the contract (base.py: the Strategy
 protocol and the StrategySpec it is built from).
 May import: dist, diagnosis, errors
-Imported by: advise, commands, compare, link, report, results, train
+Imported by: advise, commands, compare, link, report, results, train, tune
 
 The strategies, one module each; this registry maps a name to the class that implements it.
 

@@ -1,5 +1,5 @@
 """Owns: the workload: its flags, the spec (model, data, loss), the model zoo and built-ins,
 synthetic data, objectives, data, batches, misfits.
 May import: infra, errors
-Imported by: advise, commands, compare, train
+Imported by: advise, commands, compare, train, tune
 """

@@ -147,7 +147,15 @@ def _values(run: Run) -> list[float]:
 
 def compare(a: Run, b: Run, margin: float = SPEED_MARGIN) -> Comparison:
     """Pair a's and b's repeats by round and test whether a is faster than b by the margin."""
-    ci = median_interval(paired_ratios(_values(a), _values(b)), CONFIDENCE)
+    return judge(_values(a), _values(b), a.label, b.label, margin)
+
+
+def judge(
+    a: list[float], b: list[float], a_label: str, b_label: str, margin: float = SPEED_MARGIN
+) -> Comparison:
+    """a's and b's throughputs (or b's and a's times) paired by round: is a faster than b by
+    the margin? (compare's speed check, tune's candidates against the default)"""
+    ci = median_interval(paired_ratios(a, b), CONFIDENCE)
     base = (ci.median, ci.low, ci.high, ci.coverage, ci.n)
     if ci.coverage < CONFIDENCE:
         why = (
@@ -162,7 +170,7 @@ def compare(a: Run, b: Run, margin: float = SPEED_MARGIN) -> Comparison:
     if ci.low > 1 / margin and ci.high < margin:
         return Comparison("same", *base)
     why = (
-        f"{a.label} / {b.label} = {ci.median:.2f}× at the median, but the "
+        f"{a_label} / {b_label} = {ci.median:.2f}× at the median, but the "
         f"{CONFIDENCE:.0%} interval over {ci.n} rounds, {ci.low:.2f}–{ci.high:.2f}×, crosses "
         f"the {margin - 1:.0%} margin"
     )

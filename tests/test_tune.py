@@ -158,11 +158,14 @@ def test_the_answer_is_flags_train_takes_and_pytorchs_own_calls():
             "the graph is not static",
         ),
         (["--resume"], "holds no search"),
+        (["--env", "LOCAL_RANK=0", "WORLD_SIZE=2", "RANK=0"], "already a launched worker"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, says):
     out = tmp_path / "t"
-    got = run_cli("tune", "--nproc", "2", "--out", str(out), *args, timeout=120)
+    env = dict(a.split("=") for a in args[1:]) if args[0] == "--env" else {}
+    args = [] if env else args  # a torchrun worker's variables: tune starts its own workers
+    got = run_cli("tune", "--nproc", "2", "--out", str(out), *args, env=env, timeout=120)
     assert got.returncode == 2, got.stderr
     lines = got.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dpwise: error:") and says in lines[0]

@@ -9,6 +9,7 @@ from dpwise.commands.common import add_workload_args, command_line, topology_for
 from dpwise.dist import forking
 from dpwise.dist.cluster.topology import LAUNCH_FLAGS, adopt
 from dpwise.dist.settings import PROCESSES
+from dpwise.errors import DpwiseError
 from dpwise.infra.settings import add_settings, from_args
 
 HELP = "find the fastest settings of ddp or fsdp (buckets, hooks, ZeRO-1, micro-batches) here"
@@ -58,8 +59,13 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.tune.settings import WORKER_MODULE, TuneConfig
 
     topology = topology_for(args)
-    if topology.mode != "worker":
-        forking.ensure_running(WORKER_MODULE)  # the workers' imports overlap the ones below
+    if topology.mode == "worker":
+        raise DpwiseError(
+            "dpwise tune starts its own workers (one command per node), but this process is "
+            f"already a launched worker ({topology.found.job if topology.found else 'torchrun'}): "
+            "run it without torchrun, or with one task per node (SLURM: --ntasks-per-node=1)"
+        )
+    forking.ensure_running(WORKER_MODULE)  # the workers' imports overlap the ones below
     cfg = from_args(TuneConfig, args, **topology.settings())
     adopt(topology)
     from dpwise.tune.session import run_tune

@@ -232,15 +232,11 @@ def _search(cfg: TuneConfig, plan: RunPlan, started: float) -> Journal | None:
     failures = 0
     while True:
         try:
-            if plan.launch:
-                got = launch(plan.launch_settings, search_entry, cfg, started)
-                if 0 not in got:  # rank 0 ran on another node: its --out has the search
-                    return None
-                return Journal.from_json(got[0])
-            from dpwise.tune.worker import _search as here
-
-            raw = here(cfg, started)
-            return None if raw is None else Journal.from_json(raw)
+            # commands/tune refused a process that is already a worker: tune launches
+            got = launch(plan.launch_settings, search_entry, cfg, started)
+            if 0 not in got:  # rank 0 ran on another node: its --out has the search
+                return None
+            return Journal.from_json(got[0])
         except WorkerFailed as exc:
             j = journal.read(cfg.out)
             name = None if j is None else j.in_flight

@@ -43,10 +43,9 @@ def check_comm_hook(name: str, backend: str) -> None:
         )
 
 
-def one_bucket_mb(model: nn.Module) -> float:
-    """A bucket size (MB) that holds every gradient of ``model`` in one bucket."""
-    grads = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
-    return float(int(grads / 2**20) + 1)
+def one_bucket_mb(gradient_bytes: int) -> float:
+    """A bucket size (MB) that holds ``gradient_bytes`` of gradients in one bucket."""
+    return float(int(gradient_bytes / 2**20) + 1)
 
 
 def powersgd_bucket(hook: str, backend: str, model: nn.Module, given: float | None) -> float | None:
@@ -58,7 +57,9 @@ def powersgd_bucket(hook: str, backend: str, model: nn.Module, given: float | No
     where --bucket-cap-mb splits the gradients."""
     if hook != "powersgd" or backend != "gloo":
         return given
-    need = one_bucket_mb(model)
+    need = one_bucket_mb(
+        sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    )
     if given is None:
         return need
     if given < need:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dpwise.strategies.ddp import one_bucket_mb
 from dpwise.tune.settings import TuneConfig
 
 # what `dpwise train` needs for the search's own setting, when it is not train's default
@@ -84,7 +85,7 @@ def _one_bucket(config: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]
     """PowerSGD on gloo with every gradient in one bucket, as dpwise ran it (strategies.ddp)."""
     if config.get("comm_hook") != "powersgd" or facts.get("backend") != "gloo":
         return config
-    need = float(int(int(facts.get("gradient_bytes") or 0) / 2**20) + 1)
+    need = one_bucket_mb(int(facts.get("gradient_bytes") or 0))
     return {**config, "bucket_cap_mb": max(need, float(config.get("bucket_cap_mb") or 0))}
 
 

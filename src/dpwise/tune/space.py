@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpwise.errors import DpwiseError
+from dpwise.strategies.ddp import one_bucket_mb
 
 DDP_DEFAULT_BUCKET_MB = 25.0  # DistributedDataParallel's bucket_cap_mb
 
@@ -141,7 +142,7 @@ def bucket_sizes(gradient_bytes: int) -> list[float]:
     buckets like DDP's default when the default holds them all already."""
     mb = gradient_bytes / 2**20
     sizes = []
-    for size in (5.0, 100.0, round(mb / 4, 2), float(int(mb) + 1)):
+    for size in (5.0, 100.0, round(mb / 4, 2), one_bucket_mb(gradient_bytes)):
         if size < 0.25 or size >= 2**20:
             continue
         if mb <= DDP_DEFAULT_BUCKET_MB and size >= mb:

@@ -5,12 +5,15 @@ one task per node, the rendezvous on the first node, the port from the job id.""
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dpwise.errors import DpwiseError
+from dpwise.infra import newfile
 
 SCHEDULERS = ("slurm", "kubernetes", "torchrun")
 DEFAULT_FILES = {"slurm": "job.sbatch", "kubernetes": "pytorchjob.yaml", "torchrun": "run.sh"}
@@ -25,6 +28,13 @@ SCHEDULER_HELP = (
 )
 JOB_OUT_HELP = "where --scheduler's job goes (default: job.sbatch, pytorchjob.yaml or run.sh)"
 C10D_PORT = 29400
+# A job's name, the same for every scheduler: a Kubeflow PyTorchJob's must be a DNS-1035 label
+# (the operator's webhook), and its pods and services are named NAME-worker-INDEX, themselves
+# labels of at most 63 characters: 50 leave room for "-worker-" and a five-digit index. SLURM's
+# --job-name takes it unquoted (sbatch splits #SBATCH lines at spaces and ends them at '#'), and
+# the scripts' comments and rendezvous id hold it as it is.
+MAX_NAME = 50
+NAME_RULE = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,11 +57,48 @@ def default_path(scheduler: str) -> Path:
 
 
 def check_target(path: Path, flag: str = "--job-out") -> None:
-    """Before anything is computed: a job file is never written over an existing file."""
-    if path.exists():
-        raise DpwiseError(f"{flag} {path} exists: give another path, or remove it first")
+    """Before anything is computed or written: the job is a new file (never over an existing
+    one, nor a symbolic link, even a dangling one) in a folder this process can write in now."""
+    if os.path.lexists(path):
+        link = f" (a symbolic link to {os.readlink(path)})" if path.is_symlink() else ""
+        raise DpwiseError(f"{flag} {path} exists{link}: give another path, or remove it first")
     if not path.parent.is_dir():
         raise DpwiseError(f"{flag} {path}: the folder {path.parent} does not exist")
+    try:
+        newfile.probe(path)
+    except OSError as exc:
+        raise _cannot(flag, path, exc) from None
+
+
+def _cannot(flag: str, path: Path, exc: OSError) -> DpwiseError:
+    why = (exc.strerror or str(exc)).lower()
+    return DpwiseError(
+        f"{flag} {path}: cannot write in {path.parent}: {why}; choose a writable folder"
+    )
+
+
+def job_name(stem: str, flag: str, path: Path) -> str:
+    """A job's name from a file's: lower-case letters, digits and '-', starting with a letter,
+    at most MAX_NAME characters ("o6 ddp" → "o6-ddp", "2024 run" → "ddp-2024-run"); a name
+    with no letter or digit to keep is refused."""
+    words = re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-")[: MAX_NAME - 4].strip("-")
+    if not words:
+        raise DpwiseError(
+            f"{flag} {path}: the job is named after this file, and {stem!r} has no letter or "
+            "digit a job name may hold (a-z, 0-9); give the file a name with some"
+        )
+    if not words[0].isalpha():
+        name = f"ddp-{words}"
+    else:
+        name = words if words.endswith("ddp") else f"{words}-ddp"
+    assert NAME_RULE.fullmatch(name) and len(name) <= MAX_NAME, name
+    return name
+
+
+def as_argument(path: Path) -> str:
+    """A path as a command's argument: one that starts with '-' would be read as an option."""
+    text = str(path)
+    return f"./{text}" if text.startswith("-") else text
 
 
 NAMES = {"slurm": "SLURM", "kubernetes": "Kubeflow PyTorchJob", "torchrun": "torchrun"}
@@ -87,10 +134,10 @@ def for_script(
     """The job of a migrated script: torchrun starts it on each node."""
     return JobSpec(
         scheduler=scheduler,
-        name=f"{script.stem}-ddp".replace("_", "-").lower(),
+        name=job_name(script.stem, "-o", script),
         nodes=nodes,
         gpus=gpus,
-        program=(str(script), *args),
+        program=(as_argument(script), *args),
         dpwise=False,
         multiprocess=True,
         nproc=gpus if gpus else 2,
@@ -117,7 +164,7 @@ def summary(spec: JobSpec, path: Path) -> dict[str, str]:
         "scheduler": spec.scheduler,
         "path": str(path),
         "summary": f"job: wrote {path} ({NAMES[spec.scheduler]}, {where}, {pattern})",
-        "submit": SUBMIT[spec.scheduler].format(path=shlex.quote(str(path))),
+        "submit": SUBMIT[spec.scheduler].format(path=shlex.quote(as_argument(path))),
     }
 
 
@@ -137,11 +184,16 @@ def render(spec: JobSpec) -> str:
     return template.render(spec=spec, port=C10D_PORT)
 
 
-def write(spec: JobSpec, path: Path) -> Path:
-    """Write the job to ``path`` whole (a new file; check_target ran first)."""
-    from dpwise.infra.atomic import atomic_write_text
-
-    atomic_write_text(path, render(spec))
-    if spec.scheduler != "kubernetes":
-        path.chmod(0o755)
-    return path
+def write(spec: JobSpec, path: Path, flag: str = "--job-out") -> os.stat_result:
+    """Write the job to ``path``, a new file (check_target ran first), whole or not at all and
+    never over a file or link made meanwhile; returns its identity, for ``newfile.remove``."""
+    mode = 0o644 if spec.scheduler == "kubernetes" else 0o755
+    try:
+        return newfile.create(path, render(spec).encode("utf-8"), mode)
+    except FileExistsError:
+        raise DpwiseError(
+            f"{flag} {path}: made by another program while dpwise worked; left as it is: give "
+            "another path"
+        ) from None
+    except OSError as exc:
+        raise _cannot(flag, path, exc) from None

@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     answer = advise(request)
     if target is not None:
         spec = jobscript.from_answer(answer, request.scheduler)
-        answer["job"] = jobscript.summary(spec, jobscript.write(spec, target))
+        jobscript.write(spec, target)
+        answer["job"] = jobscript.summary(spec, target)
     print(json.dumps(answer, indent=2) if request.json else render(answer))
     return 0

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import shlex
 import sys
 
-from dpwise.advise import jobscript
 from dpwise.dist import forking
 from dpwise.infra.settings import add_settings, from_args
 from dpwise.migrate.settings import HARNESS, MigrateConfig
@@ -49,10 +47,6 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.migrate.text import render_edits, render_refusal, render_verdict
 
     cfg = from_args(MigrateConfig, args)
-    target = None
-    if cfg.scheduler is not None:
-        target = cfg.job_out or jobscript.default_path(cfg.scheduler)
-        jobscript.check_target(target)  # before the migration: nothing half-done
     try:
         done = migrate_script(cfg)
     except MigrationRefused as refused:
@@ -72,11 +66,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(done.migration.code)
     said = sys.stderr if not cfg.out else sys.stdout  # stdout holds the script when no -o
     print(render_edits(done.migration.edits, cfg.out), file=said)
-    if target is not None and cfg.out is not None:
-        args_given = tuple(shlex.split(cfg.script_args))
-        spec = jobscript.for_script(cfg.scheduler, cfg.out, args_given, cfg.nodes, cfg.gpus)
-        job = jobscript.summary(spec, jobscript.write(spec, target))
-        print(f"{job['summary']}; submit: {job['submit']}", file=said)
+    if done.job is not None:
+        print(f"{done.job['summary']}; submit: {done.job['submit']}", file=said)
     if done.verdict is None:
         return 0
     print(render_verdict(done.verdict), file=said)

@@ -1,16 +1,20 @@
 """`dpwise migrate`'s run: read the script, rewrite it, --verify the rewrite by training both,
-and write -o (atomically, and only once every step succeeded)."""
+and write -o (atomically, and only once every step succeeded), with --scheduler's job: its name
+and its file are checked before any work, and it is written first, as a new file, and taken back
+if -o then fails."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dpwise.advise import jobscript
 from dpwise.errors import DpwiseError
-from dpwise.infra import userfile
+from dpwise.infra import newfile, userfile
 from dpwise.infra.atomic import atomic_write_text
 from dpwise.migrate import Migration, migrate_source
 from dpwise.migrate.settings import MigrateConfig
@@ -30,6 +34,7 @@ class Migrated:
     text: str  # the original script
     migration: Migration  # the new text and its edits
     verdict: Verdict | None  # --verify's; None without it
+    job: dict[str, str] | None = None  # --scheduler's job, written: jobscript.summary
 
 
 def migrate_script(cfg: MigrateConfig) -> Migrated:
@@ -43,6 +48,7 @@ def migrate_script(cfg: MigrateConfig) -> Migrated:
             f"-o {cfg.out} is the script itself: write the migrated script to a new file "
             "(the original stays, to compare against and to --verify)"
         )
+    job = _job(cfg, args)  # before any work: its name, and a folder it can be written in
     before = _existing(cfg.out) if cfg.out is not None and not cfg.diff else None
     migration = migrate_source(text)
     verdict = None
@@ -51,21 +57,53 @@ def migrate_script(cfg: MigrateConfig) -> Migrated:
 
         verdict = verify(cfg.script, migration.code, args, steps=cfg.verify_steps)
     if cfg.out is not None and not cfg.diff:
-        try:
-            if before is None:
-                if cfg.out.exists():
-                    raise userfile.Changed(
-                        f"-o {cfg.out}: created by another program while "
-                        "dpwise worked; left as it is: run the command again"
-                    )
-                atomic_write_text(cfg.out, migration.code)
-            else:  # a file the user had: kept if it changed meanwhile, owner and mode kept
-                userfile.replace(cfg.out, migration.code.encode("utf-8"), before)
-        except OSError as exc:
-            raise DpwiseError(
-                f"cannot write {cfg.out}: {exc.strerror}; choose a writable path for -o"
-            ) from None
-    return Migrated(text, migration, verdict)
+        _write(cfg, migration.code, before, job)
+    return Migrated(text, migration, verdict, jobscript.summary(*job) if job else None)
+
+
+Job = tuple[jobscript.JobSpec, Path]
+
+
+def _job(cfg: MigrateConfig, args: list[str]) -> Job | None:
+    """--scheduler's job and where it goes, checked: a valid name, a new file, a writable folder."""
+    if cfg.scheduler is None or cfg.out is None:
+        return None
+    spec = jobscript.for_script(cfg.scheduler, cfg.out, tuple(args), cfg.nodes, cfg.gpus)
+    target = cfg.job_out or jobscript.default_path(cfg.scheduler)
+    if os.path.realpath(target) == os.path.realpath(cfg.out):
+        raise DpwiseError(f"--job-out {target} is -o's file: give the job another path")
+    jobscript.check_target(target)
+    return spec, target
+
+
+def _write(cfg: MigrateConfig, code: str, before: userfile.Stamp | None, job: Job | None) -> None:
+    """The job first (a new file, so it can be taken back), then -o; the job is removed when -o
+    cannot be written: the command leaves both or neither."""
+    made = jobscript.write(*job) if job else None
+    try:
+        _write_out(cfg, code, before)
+    except BaseException:
+        if job and made:
+            newfile.remove(job[1], made)
+        raise
+
+
+def _write_out(cfg: MigrateConfig, code: str, before: userfile.Stamp | None) -> None:
+    assert cfg.out is not None
+    try:
+        if before is None:
+            if cfg.out.exists():
+                raise userfile.Changed(
+                    f"-o {cfg.out}: created by another program while "
+                    "dpwise worked; left as it is: run the command again"
+                )
+            atomic_write_text(cfg.out, code)
+        else:  # a file the user had: kept if it changed meanwhile, owner and mode kept
+            userfile.replace(cfg.out, code.encode("utf-8"), before)
+    except OSError as exc:
+        raise DpwiseError(
+            f"cannot write {cfg.out}: {exc.strerror}; choose a writable path for -o"
+        ) from None
 
 
 def _read(cfg: MigrateConfig) -> str:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from dpwise.advise.jobscript import as_argument
 from dpwise.diagnosis.layers import group
 from dpwise.migrate.edits import Edit
 
@@ -18,7 +20,8 @@ def render_edits(edits: Sequence[Edit], out: Path | None) -> str:
         f"  {rule:<{width}}  {what}" + (f" ({n} places)" if n > 1 else "")
         for (rule, what), n in counts.items()
     ]
-    lines.append("run it with: torchrun --nproc_per_node=N " + (str(out) if out else "SCRIPT"))
+    script = shlex.quote(as_argument(out)) if out else "SCRIPT"
+    lines.append(f"run it with: torchrun --nproc_per_node=N {script}")
     return "\n".join(lines)
 
 

@@ -301,3 +301,11 @@ def test_without_hard_links_the_exclusive_create_refuses_links_too(tmp_path, mon
     assert not (tmp_path / "nowhere").exists()
     newfile.remove(job, made)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["L"]
+
+
+def test_a_job_under_a_file_is_one_line(tmp_path, run_here) -> None:
+    (tmp_path / "afile").write_text("mine\n")
+    before = _listing(tmp_path)
+    proc = run_here(*ADVISE, "--scheduler", "torchrun", "--job-out", str(tmp_path / "afile" / "r"))
+    assert _one_line(proc).endswith(f"{tmp_path / 'afile'} is not a folder")
+    assert _listing(tmp_path) == before

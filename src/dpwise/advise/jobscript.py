@@ -5,6 +5,7 @@ one task per node, the rendezvous on the first node, the port from the job id.""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shlex
@@ -63,7 +64,13 @@ def check_target(path: Path, flag: str = "--job-out") -> None:
         link = f" (a symbolic link to {os.readlink(path)})" if path.is_symlink() else ""
         raise DpwiseError(f"{flag} {path} exists{link}: give another path, or remove it first")
     if not path.parent.is_dir():
-        raise DpwiseError(f"{flag} {path}: the folder {path.parent} does not exist")
+        folder = path.parent
+        what = (
+            f"{folder} is not a folder"
+            if os.path.lexists(folder)
+            else f"the folder {folder} does not exist"
+        )
+        raise DpwiseError(f"{flag} {path}: {what}")
     try:
         newfile.probe(path)
     except OSError as exc:
@@ -72,9 +79,9 @@ def check_target(path: Path, flag: str = "--job-out") -> None:
 
 def _cannot(flag: str, path: Path, exc: OSError) -> DpwiseError:
     why = (exc.strerror or str(exc)).lower()
-    return DpwiseError(
-        f"{flag} {path}: cannot write in {path.parent}: {why}; choose a writable folder"
-    )
+    full = exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+    fix = "free space there or give another path" if full else "choose a writable folder"
+    return DpwiseError(f"{flag} {path}: cannot write in {path.parent}: {why}; {fix}")
 
 
 def job_name(stem: str, flag: str, path: Path) -> str:

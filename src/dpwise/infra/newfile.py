@@ -17,7 +17,6 @@ import os
 import tempfile
 from pathlib import Path
 
-from dpwise.infra.atomic import no_room
 from dpwise.infra.interrupts import deferred
 
 # link(2) on a file system without hard links (FAT, some network and FUSE file systems)
@@ -41,8 +40,8 @@ def probe(path: Path) -> None:
 
 def create(path: Path, data: bytes, mode: int = 0o644) -> os.stat_result:
     """Write ``data`` to ``path``, a name that must not exist. FileExistsError when something
-    holds the name (left as it is), DpwiseError for a full disk, OSError for what the system
-    refuses; nothing is left behind on any failure. Returns the new file's identity."""
+    holds the name (left as it is), OSError for what the system refuses (a full disk included);
+    nothing is left behind on any failure. Returns the new file's identity."""
     fd, tmp = _temporary(path)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -57,11 +56,6 @@ def create(path: Path, data: bytes, mode: int = 0o644) -> os.stat_result:
                     raise
                 made = _exclusive(path, data, mode)
         return made
-    except BaseException as exc:
-        full = no_room(exc, path)
-        if full is not None:
-            raise full from None
-        raise
     finally:
         Path(tmp).unlink(missing_ok=True)
 

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 COMMAND_ENV = "DPWISE_COMMAND_PID"  # the pid of the dpwise command a process belongs to
+LAUNCH_DIR_ENV = "DPWISE_LAUNCH_DIR"  # a launch's own folder (dist.launch), set in its workers
 PREFIX = "dpwise-"
 
 
@@ -58,10 +59,18 @@ def temp_root() -> str:
 
 
 def make(kind: str, base: str | None = None) -> Path:
-    """A new folder for ``kind`` (launch, verify, trace …), owned by this command."""
+    """A new folder for ``kind`` (launch, verify, trace …), owned by this command. A launched
+    worker's goes inside its launch's folder: a worker killed before it removed its own folder
+    leaves it there, and the launch's end takes it (the command's death too, as any of its)."""
+    base = base or _launch_folder()
     remove_stale(base)
     prefix = f"{PREFIX}{kind}-{_owner_tag(command_pid())}-"
     return Path(tempfile.mkdtemp(prefix=prefix, dir=base or temp_root()))
+
+
+def _launch_folder() -> str | None:
+    folder = os.environ.get(LAUNCH_DIR_ENV)
+    return folder if folder and os.path.isdir(folder) else None
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from live_run import LiveRun
 
-from conftest import child_env, run_cli
+from conftest import FIXTURES, child_env, run_cli
 
 TINY = ["--nproc", "2", "--model", "userpkg:tiny_model", "--data", "userpkg:tiny_data",
         "--batch-size", "8", "--knobs", "gradient_as_bucket_view,static_graph,zero1",
@@ -36,12 +36,13 @@ def _results(out: Path) -> dict:
     return json.loads((out / "results.json").read_text())
 
 
-def _start(out: str, cwd: Path, tmp: Path) -> subprocess.Popen:
+def _start(out: str, cwd: Path, tmp: Path, *more: str, env: dict | None = None
+           ) -> subprocess.Popen:  # fmt: skip
     tmp.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
-        [sys.executable, "-m", "dpwise", "tune", *TINY, "--out", out],
-        cwd=cwd, env=child_env({"TMPDIR": str(tmp)}), text=True, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True,
+        [sys.executable, "-m", "dpwise", "tune", *TINY, *more, "--out", out],
+        cwd=cwd, env=child_env({"TMPDIR": str(tmp), **(env or {})}), text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
     )  # fmt: skip
 
 
@@ -113,6 +114,44 @@ def test_a_disk_filled_mid_search_keeps_what_was_measured_and_resume_finishes(sm
     doc = _results(out)
     assert doc["stopped"] in ENDS and doc["rounds"] > kept["rounds"]
     assert doc["timing"]["sessions"] == 2
+
+
+SOURING = """
+import os
+from torch import nn
+
+
+class Souring(nn.Linear):
+    def forward(self, x):  # NaN from the moment the marker file exists
+        y = super().forward(x)
+        return y * float("nan") if os.path.exists(os.environ["SOUR_MARK"]) else y
+
+
+def model():
+    return nn.Sequential(Souring(4, 8), nn.ReLU(), nn.Linear(8, 2))
+"""
+
+
+@pytest.mark.slow
+def test_a_default_that_diverges_after_a_round_keeps_what_was_measured(tmp_path):
+    (tmp_path / "souring.py").write_text(SOURING)
+    mark, out = tmp_path / "sour", tmp_path / "t"
+    path = os.pathsep.join([str(tmp_path), str(FIXTURES), os.environ.get("PYTHONPATH", "")])
+    env = {"SOUR_MARK": str(mark), "PYTHONPATH": path}
+    proc = _start(str(out), tmp_path, tmp_path / "tmp", "--model", "souring:model", env=env)
+    try:
+        _wait_rounds(proc, out, 1)
+        mark.touch()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 2, err
+    line = _one_line(err)
+    kept = _journal(out)
+    assert kept.get("rounds", 0) >= 1 and kept["stopped"] == "failed", line
+    assert (out / ".search" / "default.pt").is_file()
+    assert "the default configuration's loss became nan" in line and "is kept in" in line, line
 
 
 # -- a search folder named another way, moved or copied --------------------------------------------

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from dpwise.dist import forking
 from dpwise.infra.atomic import atomic_write_text
+from dpwise.infra.scratch import LAUNCH_DIR_ENV  # the launch folder, set in its workers
 
-LAUNCH_DIR_ENV = "DPWISE_LAUNCH_DIR"  # the launch's own folder, inherited by its workers
 POLL_S = 0.25
 _STOPPED_STATES = ("T", "t")  # stopped by a signal; stopped by a tracer
 _GAP = 8  # polls: a longer pause means this process was not running (stopped itself)

@@ -4,9 +4,12 @@ removed by the next command when a kill -9 left them.
 A folder is ``dpwise-KIND-NS.PID-XXXXXXXX`` in the temporary folder: PID is the command's
 process (``COMMAND_ENV``, which the command sets for every process it starts), NS its pid
 namespace (so that a folder of a process in another container sharing /tmp, whose pid means
-nothing here, is never taken for a dead one). The command's fork server removes the command's
-folders when the command dies without cleaning up (dpwise.dist.forking); ``remove_stale``
-removes those of commands no longer running (a machine's reboot, a killed process tree).
+nothing here, is never taken for a dead one). A launched worker's folders sit inside its launch's
+folder (``LAUNCH_DIR_ENV``), which the launch removes when its workers are gone: a worker killed
+with kill -9 while the command goes on leaves nothing behind. The command's fork server removes
+the command's folders when the command dies without cleaning up (dpwise.dist.forking);
+``remove_stale`` removes those of commands no longer running (a machine's reboot, a killed
+process tree).
 
 What a command makes elsewhere for its own use (compare's staging folder inside --out, the
 --out lock, an --out folder it created) is listed with ``own`` in the command's ``owned`` file
@@ -24,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 COMMAND_ENV = "DPWISE_COMMAND_PID"  # the pid of the dpwise command a process belongs to
+LAUNCH_DIR_ENV = "DPWISE_LAUNCH_DIR"  # a launch's own folder (dist.launch), set in its workers
 PREFIX = "dpwise-"
 
 
@@ -58,10 +62,18 @@ def temp_root() -> str:
 
 
 def make(kind: str, base: str | None = None) -> Path:
-    """A new folder for ``kind`` (launch, verify, trace …), owned by this command."""
+    """A new folder for ``kind`` (launch, verify, trace …), owned by this command. A launched
+    worker's goes inside its launch's folder: a worker killed before it removed its own folder
+    leaves it there, and the launch's end takes it (the command's death too, as any of its)."""
+    base = base or _launch_folder()
     remove_stale(base)
     prefix = f"{PREFIX}{kind}-{_owner_tag(command_pid())}-"
     return Path(tempfile.mkdtemp(prefix=prefix, dir=base or temp_root()))
+
+
+def _launch_folder() -> str | None:
+    folder = os.environ.get(LAUNCH_DIR_ENV)
+    return folder if folder and os.path.isdir(folder) else None
 
 
 @contextmanager

@@ -16,8 +16,10 @@ from dpwise.tune.space import Candidate
 
 FOLDER = ".search"
 SCHEMA = 1
-# settings a resumed search may change: how long it may run and what it prints
-MAY_CHANGE = {"budget", "resume", "overwrite", "quiet"}
+# settings a resumed search may change: how long it may run and what it prints; --out is where
+# the search lives, not a setting of it (a folder moved, copied to another machine, or named
+# another way, relative or absolute, continues)
+MAY_CHANGE = {"budget", "resume", "overwrite", "quiet", "out"}
 
 
 def folder(out: Path) -> Path:
@@ -113,6 +115,12 @@ def read(out: Path) -> Journal | None:
             f"{target} is not a search journal dpwise can continue ({exc}); start afresh with "
             "--overwrite"
         ) from None
+
+
+def measured(out: Path, journal: Journal | None) -> bool:
+    """The search holds a measurement: a round, or the default's reference state. Only a search
+    that measured nothing may be removed when its command fails."""
+    return journal is not None and (journal.rounds > 0 or reference_path(out).is_file())
 
 
 def differences(saved: dict[str, Any], now: dict[str, Any]) -> list[str]:

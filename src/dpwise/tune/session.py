@@ -50,24 +50,22 @@ def run_tune(cfg: TuneConfig, command: str) -> int:
     with locked(cfg.out):
         j = saved or fresh
         j.sessions += 1
-        j.stopped = None
+        j.stopped, j.in_flight = None, None
         j.prior = j.elapsed
         if saved is None and cfg.overwrite:
             _clear(cfg)
-        journal.write(cfg.out, j)
         try:
+            journal.write(cfg.out, j)
             j = _search(cfg, plan, started)
-        except DpwiseError:
-            if saved is None:  # a search that never measured: nothing half-written
-                _remove(cfg, created)
-            raise
+        except DpwiseError as exc:
+            raise _failed(cfg, created, saved is None, exc, command) from None
         except (Interrupted, WorkerFailed) as exc:
             # Ctrl-C, or the default's own training failed: keep what was measured
             j = journal.read(cfg.out) or j
             j.stopped = "interrupted" if isinstance(exc, Interrupted) else "failed"
             j.in_flight = None
             journal.write(cfg.out, j)
-            if j.rounds == 0 and saved is None:
+            if saved is None and not journal.measured(cfg.out, j):
                 _remove(cfg, created)  # nothing measured yet: nothing half-written
                 raise
             _, paths = _publish(cfg, j, command)
@@ -224,6 +222,28 @@ def _remove(cfg: TuneConfig, created: Any) -> None:
         shutil.rmtree(created, ignore_errors=True)
     else:
         shutil.rmtree(journal.folder(cfg.out), ignore_errors=True)
+
+
+def _failed(cfg: TuneConfig, created: Any, first: bool, exc: DpwiseError, command: str
+            ) -> DpwiseError:  # fmt: skip
+    """The error a search stopped with. What it measured stays, the last journal written and
+    the default's reference (a full disk: the write that failed replaced nothing), and the line
+    says so; a first session that measured nothing leaves nothing behind."""
+    try:
+        j = journal.read(cfg.out)
+    except DpwiseError:
+        j = None
+    if j is None or not journal.measured(cfg.out, j):
+        if first:
+            _remove(cfg, created)
+        return exc
+    j.stopped, j.in_flight = "failed", None
+    with contextlib.suppress(DpwiseError):  # no room: the journal last written is kept as it is
+        journal.write(cfg.out, j)
+    return DpwiseError(
+        f"{exc}; what was measured ({j.rounds} round(s)) is kept in {journal.folder(cfg.out)}: "
+        f"`{_resumed(command)}` continues the search"
+    )
 
 
 def _search(cfg: TuneConfig, plan: RunPlan, started: float) -> Journal | None:

@@ -1,0 +1,232 @@
+"""`dpwise tune` under real faults: a disk that fills mid-search keeps what was measured and
+--resume continues once there is room; --out named another way, or a search folder moved or
+copied to another machine, continues; a worker killed with kill -9 leaves no temporary folder."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from live_run import LiveRun
+
+from conftest import FIXTURES, child_env, run_cli
+
+TINY = ["--nproc", "2", "--model", "userpkg:tiny_model", "--data", "userpkg:tiny_data",
+        "--batch-size", "8", "--knobs", "gradient_as_bucket_view,static_graph,zero1",
+        "--budget", "30", "--quiet"]  # fmt: skip
+ENDS = ("finished", "budget")  # a resumed search that ran to its end
+
+
+def _journal(out: Path) -> dict:
+    try:
+        return json.loads((out / ".search" / "journal.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _results(out: Path) -> dict:
+    return json.loads((out / "results.json").read_text())
+
+
+def _start(out: str, cwd: Path, tmp: Path, *more: str, env: dict | None = None
+           ) -> subprocess.Popen:  # fmt: skip
+    tmp.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "dpwise", "tune", *TINY, *more, "--out", out],
+        cwd=cwd, env=child_env({"TMPDIR": str(tmp), **(env or {})}), text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+
+
+def _wait_rounds(proc: subprocess.Popen, out: Path, rounds: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while _journal(out).get("rounds", 0) < rounds:
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, f"no round {rounds} within {timeout} s"
+        time.sleep(0.01)
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# -- a full disk -----------------------------------------------------------------------------------
+@pytest.fixture
+def small_fs(tmp_path: Path):
+    """A real 1 MiB tmpfs: room for a tiny search, filled by the test."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                       check=True, capture_output=True, timeout=30)  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root and mount rights): {exc}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False, timeout=30)
+
+
+def _fill(folder: Path) -> Path:
+    """Write until the file system is full, to the last byte."""
+    ballast = folder / "ballast"
+    with open(ballast, "wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+    return ballast
+
+
+@pytest.mark.slow
+def test_a_disk_filled_mid_search_keeps_what_was_measured_and_resume_finishes(small_fs, tmp_path):
+    out = small_fs / "o"
+    proc = _start(str(out), tmp_path, tmp_path / "tmp")
+    try:
+        _wait_rounds(proc, out, 1)
+        ballast = _fill(small_fs)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 2, err
+    line = _one_line(err)
+    assert line.startswith("dpwise: error: no space left on device while writing"), line
+    kept = _journal(out)
+    assert kept.get("rounds", 0) >= 1, line  # the last good journal stays, and the reference
+    assert (out / ".search" / "default.pt").is_file()
+    assert "is kept in" in line and "--resume` continues" in line, line
+    ballast.unlink()
+    got = run_cli("tune", *TINY, "--out", str(out), "--resume", timeout=300)
+    assert got.returncode == 0, got.stderr
+    doc = _results(out)
+    assert doc["stopped"] in ENDS and doc["rounds"] > kept["rounds"]
+    assert doc["timing"]["sessions"] == 2
+
+
+SOURING = """
+import os
+from torch import nn
+
+
+class Souring(nn.Linear):
+    def forward(self, x):  # NaN from the moment the marker file exists
+        y = super().forward(x)
+        return y * float("nan") if os.path.exists(os.environ["SOUR_MARK"]) else y
+
+
+def model():
+    return nn.Sequential(Souring(4, 8), nn.ReLU(), nn.Linear(8, 2))
+"""
+
+
+@pytest.mark.slow
+def test_a_default_that_diverges_after_a_round_keeps_what_was_measured(tmp_path):
+    (tmp_path / "souring.py").write_text(SOURING)
+    mark, out = tmp_path / "sour", tmp_path / "t"
+    path = os.pathsep.join([str(tmp_path), str(FIXTURES), os.environ.get("PYTHONPATH", "")])
+    env = {"SOUR_MARK": str(mark), "PYTHONPATH": path}
+    proc = _start(str(out), tmp_path, tmp_path / "tmp", "--model", "souring:model", env=env)
+    try:
+        _wait_rounds(proc, out, 1)
+        mark.touch()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 2, err
+    line = _one_line(err)
+    kept = _journal(out)
+    assert kept.get("rounds", 0) >= 1 and kept["stopped"] == "failed", line
+    assert (out / ".search" / "default.pt").is_file()
+    assert "the default configuration's loss became nan" in line and "is kept in" in line, line
+
+
+# -- a search folder named another way, moved or copied --------------------------------------------
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory) -> tuple[Path, int]:
+    """A search started with a relative --out and stopped with Ctrl-C after its first round."""
+    home = tmp_path_factory.mktemp("first")
+    proc = _start("t", home, home / "tmp")
+    try:
+        _wait_rounds(proc, home / "t", 1)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    return home / "t", _journal(home / "t")["rounds"]
+
+
+def _resume(out: str, cwd: Path, tmp: Path) -> tuple[subprocess.CompletedProcess, float]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    got = subprocess.run(
+        [sys.executable, "-m", "dpwise", "tune", *TINY, "--out", out, "--resume"],
+        cwd=cwd, env=child_env({"TMPDIR": str(tmp)}), capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    return got, time.monotonic() - began
+
+
+@pytest.mark.slow
+def test_resume_with_out_spelled_absolute_continues(interrupted, tmp_path):
+    first, rounds = interrupted
+    home = tmp_path / "home"
+    shutil.copytree(first, home / "t")  # the search as the relative --out t left it
+    got, _ = _resume(str((home / "t").absolute()), tmp_path, tmp_path / "tmp")
+    assert got.returncode == 0, got.stderr
+    doc = _results(home / "t")
+    assert doc["stopped"] in ENDS and doc["rounds"] > rounds
+    assert doc["timing"]["sessions"] == 2
+
+
+@pytest.mark.slow
+def test_a_search_copied_to_another_machine_continues_there(interrupted, tmp_path):
+    first, rounds = interrupted
+    there = tmp_path / "elsewhere" / "copy"
+    shutil.copytree(first, there)  # another path, another TMPDIR, another working folder
+    got, wall = _resume("copy", there.parent, tmp_path / "other-tmp")
+    assert got.returncode == 0, got.stderr
+    doc = _results(there)
+    assert doc["stopped"] in ENDS and doc["rounds"] > rounds
+    assert doc["timing"]["sessions"] == 2
+    assert _journal(first)["rounds"] == rounds  # the original is untouched
+    print(f"copied search: rounds {rounds} before, {doc['rounds']} after; resumed in {wall:.1f} s")
+
+
+# -- a worker killed while it records its memory ---------------------------------------------------
+def _traces(tmp: Path) -> list[Path]:
+    return list(tmp.rglob("dpwise-tune-trace-*"))
+
+
+@pytest.mark.slow
+def test_a_killed_worker_leaves_no_trace_folder(tmp_path):
+    out, tmp = tmp_path / "t", tmp_path / "tmp"
+    run = LiveRun(tmp, "tune", *TINY, "--out", str(out))
+    try:
+        deadline = time.monotonic() + 120
+        while not (_journal(out).get("in_flight") not in (None, "default") and _traces(tmp)):
+            assert run.proc.poll() is None, "the search ended before a candidate's trace"
+            assert time.monotonic() < deadline, "no candidate's trace within 120 s"
+            time.sleep(0.005)
+        pids = run.worker_pids()
+        os.kill(pids[max(pids)], signal.SIGKILL)
+        code = run.finish(timeout=240)
+    finally:
+        run.kill()
+    assert code == 0, run.stderr
+    assert run.temp_left() == []

@@ -1,5 +1,5 @@
-"""Owns: what every room stands on: settings declared once, units, atomic writes, the --out lock,
-interrupts, the hardware probe, the environment report.
+"""Owns: what every room stands on: settings declared once, units, atomic writes, the --out lock
+and whose results an --out holds, interrupts, the hardware probe, the environment report.
 May import: errors (and the package's version)
 Imported by: advise, cli, commands, compare, dist, link, lint, measure, migrate, projection,
 report, train, tune, workload

@@ -33,16 +33,22 @@ def staging(out: Path) -> Path:
 
 def swap_in(stage: Path, out: Path) -> None:
     """Remove the old report and its files, then move the staged run files into ``out``."""
-    stale = _named_by(out / "results.json")
-    for name in REPORT_FILES:
-        (out / name).unlink(missing_ok=True)
-    for rel in stale:
-        _remove(out, rel)
+    remove_report(out)
     for path in sorted(p for p in stage.rglob("*") if p.is_file()):
         target = out / path.relative_to(stage)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
     shutil.rmtree(stage, ignore_errors=True)
+
+
+def remove_report(out: Path) -> None:
+    """Remove a compare's report from ``out``: results.json first, the reports, then the run
+    states, traces and plots it named."""
+    stale = _named_by(out / "results.json")
+    for name in REPORT_FILES:
+        (out / name).unlink(missing_ok=True)
+    for rel in stale:
+        _remove(out, rel)
 
 
 def _named_by(results: Path) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from dpwise.compare.matrix import RunSpec
 from dpwise.compare.settings import RUN_MODULE, CompareConfig
-from dpwise.compare.turns import RunFailed, TurnHost, raise_failure, silence
+from dpwise.compare.turns import RunFailed, TurnHost, ended, raise_failure, silence
 from dpwise.compare.worker import run_process
 from dpwise.dist import forking
 from dpwise.dist.forking import context
@@ -96,7 +96,7 @@ class RunProcesses:
                 failure = self.host.failure(spec.id)
                 if failure is not None:
                     raise_failure(spec.label, failure)
-                raise RunFailed(spec.label, "", _ended(proc.pid, proc.exitcode))
+                raise RunFailed(spec.label, "", ended(proc.pid, proc.exitcode))
         self._listen()
 
     def _listen(self) -> None:
@@ -112,14 +112,6 @@ class RunProcesses:
             elif now - since > max(self.timeout, SILENCE_MIN_S):
                 pid = self.procs[spec.id].pid
                 raise silence(spec.label, pid, now - since, self.timeout, SILENCE_MIN_S)
-
-
-def _ended(pid: int | None, code: int | None) -> str:
-    """How a run's process ended without a word: its exit code, or the signal that killed it."""
-    if code is not None and code < 0:
-        with contextlib.suppress(ValueError):
-            return f"its process (pid {pid}) was killed by {signal.Signals(-code).name}"
-    return f"its process (pid {pid}) exited with code {code} without saying why"
 
 
 def run_all(cfg: CompareConfig, specs: list[RunSpec], on_event: Event) -> list[Run]:

@@ -17,6 +17,7 @@ from dpwise.compare.runner import run_all
 from dpwise.compare.settings import CompareConfig
 from dpwise.diagnosis import group, probe_workload
 from dpwise.errors import DpwiseError
+from dpwise.infra import outowner
 from dpwise.infra.hardware import Hardware
 from dpwise.infra.outlock import first_missing, locked
 from dpwise.report.files import write_reports
@@ -43,6 +44,7 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     if probe.unused:
         cfg = replace(cfg, find_unused_parameters=True)  # DDP stops without it
     outputs.check_writable(cfg.out)
+    outowner.check(cfg.out, outowner.COMPARE)  # tune's or train's results are not replaced
     created = first_missing(cfg.out)
     try:
         with locked(cfg.out):  # one compare (or train) writes an --out at a time

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import threading
 import time
 import traceback
@@ -112,7 +114,7 @@ class TurnClient:
         usage = isinstance(exc, DpwiseError)
         worker = isinstance(exc, WorkerFailed)  # a launched worker's own error, or a hung one
         details = exc.details if worker else traceback.format_exc()
-        text = json.dumps(
+        self._record(
             {
                 "usage": usage,
                 "worker": worker,
@@ -120,8 +122,17 @@ class TurnClient:
                 "details": "" if usage else details,
             }
         )
+
+    def signalled(self, signum: int) -> None:
+        """This process was ended by a signal to it alone (SIGTERM, SIGINT, which torch's
+        launcher turns into an exception): the parent says so in one line, with no traceback."""
+        self._record(
+            {"usage": False, "worker": True, "message": ended(os.getpid(), -signum), "details": ""}
+        )
+
+    def _record(self, failure: dict[str, object]) -> None:
         with contextlib.suppress(Exception):  # the parent is gone: nobody is left to tell
-            self.store.compare_set(_key(self.run_id, "error"), "", text)
+            self.store.compare_set(_key(self.run_id, "error"), "", json.dumps(failure))
 
 
 class Heartbeat:
@@ -147,6 +158,14 @@ class Heartbeat:
                 time.sleep(BEAT_S)
         except Exception:  # the parent is gone: nobody listens
             return
+
+
+def ended(pid: int | None, code: int | None) -> str:
+    """How a run's process ended without a word: its exit code, or the signal that killed it."""
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"its process (pid {pid}) was killed by {signal.Signals(-code).name}"
+    return f"its process (pid {pid}) exited with code {code} without saying why"
 
 
 def silence(label: str, pid: int | None, seconds: float, timeout: float, least: float) -> RunFailed:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,10 @@ def run_process(
             launch(_plan(spec, cfg, DistEnv()).launch_settings, rank_entry, spec, cfg, address)
         else:
             serve(spec, cfg, client)
+    except KeyboardInterrupt as exc:  # a signal to this run's process alone (SIGTERM, SIGINT)
+        signum = getattr(exc, "signum", signal.SIGINT)
+        client.signalled(signum)  # the parent names the run, this pid and the signal
+        raise SystemExit(128 + signum) from None
     except BaseException as exc:
         client.fail(exc)
         raise SystemExit(2 if isinstance(exc, DpwiseError) else 1) from None

@@ -12,6 +12,7 @@ from typing import Any
 from dpwise.dist.cluster import text as topology_text
 from dpwise.dist.cluster.topology import Topology
 from dpwise.dist.env import DistEnv
+from dpwise.infra import outowner
 from dpwise.link.settings import ProbeLinkConfig
 from dpwise.link.worker import plan_for, run_probe
 from dpwise.train.outputs import check_writable, write_json
@@ -27,6 +28,7 @@ class Probed:
 def probe(cfg: ProbeLinkConfig) -> Probed:
     if cfg.out is not None:
         check_writable(cfg.out.parent)  # before anything is launched
+        outowner.check_file(cfg.out, outowner.PROBE_LINK)  # not over another command's file
     result, writer = run_probe(cfg, quiet=cfg.json)
     if result is None or cfg.out is None or not writer:
         return Probed(result)

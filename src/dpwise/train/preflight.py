@@ -10,6 +10,7 @@ from typing import Any
 
 from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.infra import outowner
 from dpwise.infra.atomic import remove_stale_temporaries
 from dpwise.infra.outlock import locked
 from dpwise.train import checkpoint, outputs
@@ -163,11 +164,12 @@ def _check_unfinished(
 
 
 def check_out(cfg: TrainConfig, env: DistEnv) -> None:
-    """--out can be written, holds no half-written file of a killed run, and holds no other
-    run's checkpoint unless --resume or --overwrite says what to do with it."""
+    """--out can be written, holds no other command's results, no half-written file of a killed
+    run, and no other run's checkpoint unless --resume or --overwrite says what to do with it."""
     if cfg.out is None:
         return
     outputs.check_writable(cfg.out)
+    outowner.check(cfg.out, outowner.TRAIN)  # compare's or tune's results are not mixed in
     remove_stale_temporaries(cfg.out)  # of a write a kill interrupted
     if env.restart_count == 0:  # a worker group restarted by torchrun continues its own run
         outputs.check_checkpoint(cfg.out, cfg.resume is not None, cfg.overwrite)

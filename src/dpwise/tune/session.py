@@ -11,11 +11,13 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from dpwise.compare import publish
 from dpwise.diagnosis import group, probe_workload
 from dpwise.diagnosis.layers import sparse_layers
 from dpwise.dist.env import DistEnv
 from dpwise.dist.launch import WorkerFailed, launch
 from dpwise.errors import DpwiseError
+from dpwise.infra import outowner
 from dpwise.infra.hardware import Hardware
 from dpwise.infra.interrupts import Interrupted
 from dpwise.infra.outlock import first_missing, locked
@@ -177,12 +179,8 @@ def _settings(cfg: TuneConfig) -> dict[str, Any]:
 def _saved(cfg: TuneConfig) -> Journal | None:
     """The journal --resume continues; without --resume, an --out holding one is refused."""
     found = journal.path(cfg.out).is_file()
-    other = (cfg.out / "results.json").is_file() and not found
-    if other and not cfg.overwrite:
-        raise DpwiseError(
-            f"{cfg.out} holds another command's results.json; give tune an --out of its own, or "
-            "--overwrite to replace it"
-        )
+    if outowner.check(cfg.out, outowner.TUNE, cfg.overwrite) is not None:
+        found = False  # --overwrite of another command's results: its journal is not ours
     if not cfg.resume:
         if found and not cfg.overwrite:
             raise DpwiseError(
@@ -211,6 +209,9 @@ def _saved(cfg: TuneConfig) -> Journal | None:
 
 
 def _clear(cfg: TuneConfig) -> None:
+    """--overwrite: the search in --out, or another command's report and the files it names."""
+    if outowner.owner(cfg.out) == outowner.COMPARE:
+        publish.remove_report(cfg.out)
     shutil.rmtree(journal.folder(cfg.out), ignore_errors=True)
     for name in ("results.json", "report.md", "report.html", render.PLOT):
         with contextlib.suppress(FileNotFoundError):

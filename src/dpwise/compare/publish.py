@@ -81,3 +81,20 @@ def _remove(out: Path, rel: str) -> None:
             folder.rmdir()
         except OSError:
             break
+
+
+def holds_runs(out: Path) -> bool:
+    """Whether ``out`` holds measured runs (swapped in): what a failure must not remove."""
+    try:
+        return any((out / "runs").iterdir())
+    except OSError:
+        return False
+
+
+def kept(out: Path) -> str:
+    """What a compare that failed after its runs were swapped in leaves, in words."""
+    index = "results.json" if (out / "results.json").is_file() else "no results.json"
+    return (
+        f"what was measured is kept in {out} (runs/, traces/, {index}); only the report was "
+        "not written"
+    )

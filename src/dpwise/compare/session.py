@@ -50,8 +50,9 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
         with locked(cfg.out):  # one compare (or train) writes an --out at a time
             results, html = _measure_and_report(cfg, hw, specs, workload, probe, command, started)
     except BaseException:
-        # a user mistake found by a run, a crash, Ctrl-C: no half-written report folder
-        if created is not None:
+        # a user mistake found by a run, a crash, Ctrl-C: no half-written report folder, but what
+        # was measured (the runs swapped into --out) is never removed by this failure
+        if created is not None and not publish.holds_runs(cfg.out):
             shutil.rmtree(created, ignore_errors=True)
         raise
     if not cfg.quiet:
@@ -96,15 +97,20 @@ def _measure_and_report(
         publish.swap_in(stage, cfg.out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    results, written = write_reports(results, cfg.out)  # results now name the plots written
-    timing = {
-        "wall_seconds": time.perf_counter() - started,
-        "runs_seconds": measured - started,
-        "training_seconds": sum(r.training_seconds for r in runs),
-        "report_seconds": time.perf_counter() - measured,
-    }
-    results = replace(results, timing=timing)
-    outputs.write_json(results.to_json(), cfg.out / "results.json")
+    try:
+        # the measurements first: a report that cannot be written (a full disk) loses nothing
+        outputs.write_json(results.to_json(), cfg.out / "results.json")
+        results, written = write_reports(results, cfg.out)  # now naming the plots written
+        timing = {
+            "wall_seconds": time.perf_counter() - started,
+            "runs_seconds": measured - started,
+            "training_seconds": sum(r.training_seconds for r in runs),
+            "report_seconds": time.perf_counter() - measured,
+        }
+        results = replace(results, timing=timing)
+        outputs.write_json(results.to_json(), cfg.out / "results.json")
+    except DpwiseError as exc:
+        raise DpwiseError(f"{exc}; {publish.kept(cfg.out)}") from None
     return results, written["html"]
 
 

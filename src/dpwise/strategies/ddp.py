@@ -35,12 +35,19 @@ def _accepts_device_id() -> bool:
     return "device_id" in inspect.signature(dist.init_process_group).parameters
 
 
-def check_comm_hook(name: str, backend: str) -> None:
+def check_comm_hook(name: str, backend: str, find_unused: bool = False) -> None:
     """A hook the backend cannot run is one line before anything starts."""
     if name == "bf16" and backend != "nccl":
         raise DpwiseError(
             "--comm-hook bf16 needs NCCL (torch's bf16_compress_hook: CUDA 11+ and NCCL 2.10+); "
             f"this run's backend is {backend}: use --comm-hook fp16"
+        )
+    if name == "powersgd" and backend == "gloo" and find_unused:
+        raise DpwiseError(
+            "--comm-hook powersgd on gloo cannot take --find-unused-parameters: DDP's all-reduce "
+            "of which parameters were used races PowerSGD's second all-reduce, started from a "
+            'callback, and gloo aborts ("Received data size doesn\'t match expected size", '
+            "every run); drop one of them"
         )
 
 
@@ -73,12 +80,14 @@ def powersgd_bucket(hook: str, backend: str, model: nn.Module, given: float | No
     return given
 
 
-def comm_hook(name: str, backend: str, model: nn.Module) -> tuple[Any, Callable[..., Any]]:
+def comm_hook(
+    name: str, backend: str, model: nn.Module, find_unused: bool = False
+) -> tuple[Any, Callable[..., Any]]:
     """(state, hook) of one of DDP's communication hooks for ``model``, for register_comm_hook:
     fp16 and bf16 keep no state; PowerSGD's (strategies.powersgd) is checkpointed."""
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    check_comm_hook(name, backend)
+    check_comm_hook(name, backend, find_unused)
     if name == "fp16":
         return None, default_hooks.fp16_compress_hook
     if name == "bf16":
@@ -194,7 +203,8 @@ class DDPStrategy(WholeModel):
         if self.comm_hook is not None:
             wrapped.register_comm_hook(None, self.comm_hook)
         elif self.hook_name != "none":
-            state, hook = comm_hook(self.hook_name, self.backend, model)
+            unused = bool(self.settings.get("find_unused_parameters"))
+            state, hook = comm_hook(self.hook_name, self.backend, model, unused)
             wrapped.register_comm_hook(state, hook)
             if state is not None:
                 self._hook_states[wrapped] = state
@@ -242,7 +252,7 @@ class DDPStrategy(WholeModel):
         if len(states) != self.world_size:
             raise ValueError(
                 f"it holds the PowerSGD error feedback of {len(states)} processes, this run has "
-                f"{self.world_size}: resume it on {len(states)} processes"
+                f"{self.world_size}: resume it on {len(states)} processes (--nproc × --nnodes)"
             )
         settle()
         state.load_state_dict(states[self.rank])

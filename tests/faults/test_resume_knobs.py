@@ -107,7 +107,7 @@ NOT_WALKED = {
     **dict.fromkeys(("out", "checkpoint_every", "resume"), "the walk's own cut and resume"),
     "overwrite": "a fresh --out per case",
     "quiet": "the walk prints nothing",
-    "compile": "minutes of CPU compilation per case; test_compiled_run_resumes (slow) walks it",
+    "compile": "seconds of compilation per training: test_compiled_run_resumes walks it alone",
 }  # fmt: skip
 TOLERANCE = 1e-6
 
@@ -284,3 +284,18 @@ def test_a_second_train_into_a_live_runs_out_is_told_its_pid_first(tmp_path, run
         assert live.proc.poll() is None, live.stderr
     finally:
         live.kill()
+
+
+@pytest.mark.slow
+def test_compiled_run_resumes(tmp_path, userpkg):
+    """--compile, alone of the walk: its first training compiles for seconds on the CPU; the
+    later ones, in this process, reuse the compiled code. One process: compile wraps the model
+    before any strategy does."""
+    from helpers_train import train_here
+
+    settings = {**SIMPLE, "batch_size": 32, "epochs": 2, "compile": True}
+    whole, _ = train_here(tmp_path / "whole", **settings)
+    out = tmp_path / "cut"
+    train_here(out, max_steps=CUT, checkpoint_every=CUT, **settings)
+    resumed, _ = train_here(out, resume=out / "checkpoint.pt", **settings)
+    assert max_abs_diff(whole, resumed) <= TOLERANCE

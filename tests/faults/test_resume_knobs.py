@@ -280,7 +280,7 @@ def test_a_second_train_into_a_live_runs_out_is_told_its_pid_first(tmp_path, run
             assert proc.returncode == 2 and "\n" not in err, err
             assert f"in use by another dpwise run (pid {live.proc.pid})" in err, err
             assert "--resume" not in err, err
-        time.sleep(1)  # the live run goes on writing its checkpoints: nothing of it was removed
+        time.sleep(1)  # the refused runs left the live run alone: it goes on
         assert live.proc.poll() is None, live.stderr
     finally:
         live.kill()

@@ -47,7 +47,7 @@ def check_comm_hook(name: str, backend: str, find_unused: bool = False) -> None:
             "--comm-hook powersgd on gloo cannot take --find-unused-parameters: DDP's all-reduce "
             "of which parameters were used races PowerSGD's second all-reduce, started from a "
             'callback, and gloo aborts ("Received data size doesn\'t match expected size", '
-            "every run); drop one of them"
+            "in every run tried); drop one of them"
         )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -77,6 +77,20 @@ class Strategy(Protocol):
     ) -> None:
         """Load an optimizer_state_dict() on every process."""
 
+    def hook_state_dict(self, model: nn.Module) -> list[dict[str, Any]] | None:
+        """The state of what trains the model besides its parameters and optimizer (ddp's
+        PowerSGD hook: its step, its generator, each process's error feedback), one entry per
+        process in rank order; None where there is none. Every process calls it (it may
+        gather); the main process's is whole."""
+
+    def load_hook_state_dict(
+        self, model: nn.Module, states: list[dict[str, Any]] | None, settle: Callable[[], None]
+    ) -> None:
+        """Load this process's part of a hook_state_dict() (ValueError where it does not fit),
+        before the model's and optimizer's state. ``settle``: one forward and backward whose
+        gradients are dropped, for a hook whose state is laid out by what the wrapper builds in
+        its first backward (DDP's buckets)."""
+
     def shard(self, rows: torch.Tensor) -> torch.Tensor:
         """The rows of one global batch that this process trains on."""
 
@@ -137,3 +151,11 @@ class WholeModel:
         self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
     ) -> None:
         optimizer.load_state_dict(state)
+
+    def hook_state_dict(self, model: nn.Module) -> list[dict[str, Any]] | None:
+        return None  # no communication hook: nothing beyond the model and the optimizer
+
+    def load_hook_state_dict(
+        self, model: nn.Module, states: list[dict[str, Any]] | None, settle: Callable[[], None]
+    ) -> None:
+        return None

@@ -20,6 +20,7 @@ from dpwise.dist.settings import DEFAULT_TIMEOUT_S
 from dpwise.errors import DpwiseError
 from dpwise.strategies.base import WholeModel
 from dpwise.strategies.ddp_guard import GuardedDDP
+from dpwise.strategies.powersgd import PowerSGD, powersgd
 from dpwise.strategies.traits import OWN, Traits
 
 if TYPE_CHECKING:
@@ -34,12 +35,19 @@ def _accepts_device_id() -> bool:
     return "device_id" in inspect.signature(dist.init_process_group).parameters
 
 
-def check_comm_hook(name: str, backend: str) -> None:
+def check_comm_hook(name: str, backend: str, find_unused: bool = False) -> None:
     """A hook the backend cannot run is one line before anything starts."""
     if name == "bf16" and backend != "nccl":
         raise DpwiseError(
             "--comm-hook bf16 needs NCCL (torch's bf16_compress_hook: CUDA 11+ and NCCL 2.10+); "
             f"this run's backend is {backend}: use --comm-hook fp16"
+        )
+    if name == "powersgd" and backend == "gloo" and find_unused:
+        raise DpwiseError(
+            "--comm-hook powersgd on gloo cannot take --find-unused-parameters: DDP's all-reduce "
+            "of which parameters were used races PowerSGD's second all-reduce, started from a "
+            'callback, and gloo aborts ("Received data size doesn\'t match expected size", '
+            "in every run tried); drop one of them"
         )
 
 
@@ -72,20 +80,20 @@ def powersgd_bucket(hook: str, backend: str, model: nn.Module, given: float | No
     return given
 
 
-def comm_hook(name: str, backend: str) -> tuple[Any, Callable[..., Any]]:
-    """(state, hook) of one of DDP's communication hooks, for register_comm_hook."""
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+def comm_hook(
+    name: str, backend: str, model: nn.Module, find_unused: bool = False
+) -> tuple[Any, Callable[..., Any]]:
+    """(state, hook) of one of DDP's communication hooks for ``model``, for register_comm_hook:
+    fp16 and bf16 keep no state; PowerSGD's (strategies.powersgd) is checkpointed."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    check_comm_hook(name, backend)
+    check_comm_hook(name, backend, find_unused)
     if name == "fp16":
         return None, default_hooks.fp16_compress_hook
     if name == "bf16":
         return None, default_hooks.bf16_compress_hook
     # PowerSGD: rank-1 approximations with error feedback, after two plain all-reduce steps
-    state = powerSGD_hook.PowerSGDState(
-        process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2
-    )
-    return state, powerSGD_hook.powerSGD_hook
+    return PowerSGD(model), powersgd
 
 
 class DDPStrategy(WholeModel):
@@ -154,6 +162,9 @@ class DDPStrategy(WholeModel):
         self.timeout = timedelta(seconds=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s)
         self._owns_group = False
         self._wrapped: list[weakref.ref[nn.Module]] = []
+        self._hook_states: weakref.WeakKeyDictionary[nn.Module, PowerSGD] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @classmethod
     def from_spec(cls, spec: StrategySpec, env: DistEnv) -> DDPStrategy:
@@ -192,7 +203,11 @@ class DDPStrategy(WholeModel):
         if self.comm_hook is not None:
             wrapped.register_comm_hook(None, self.comm_hook)
         elif self.hook_name != "none":
-            wrapped.register_comm_hook(*comm_hook(self.hook_name, self.backend))
+            unused = bool(self.settings.get("find_unused_parameters"))
+            state, hook = comm_hook(self.hook_name, self.backend, model, unused)
+            wrapped.register_comm_hook(state, hook)
+            if state is not None:
+                self._hook_states[wrapped] = state
         self._wrapped.append(weakref.ref(wrapped))
         return wrapped
 
@@ -213,6 +228,34 @@ class DDPStrategy(WholeModel):
             optimizer.consolidate_state_dict(to=0)
             return optimizer.state_dict() if self.is_main else {}
         return optimizer.state_dict()
+
+    def hook_state_dict(self, model: nn.Module) -> list[dict[str, Any]] | None:
+        """PowerSGD's state of every process, in rank order (each has its own error feedback;
+        every rank calls it, it gathers); None where the model's hook keeps none."""
+        state = self._hook_states.get(model)
+        if state is None:
+            return None
+        return self.all_gather_object(state.state_dict())  # type: ignore[return-value]
+
+    def load_hook_state_dict(
+        self, model: nn.Module, states: list[dict[str, Any]] | None, settle: Callable[[], None]
+    ) -> None:
+        """This process's part of a hook_state_dict(), into the model's hook. DDP lays out its
+        buckets after its first backward, in the order gradients became ready; the run that
+        wrote ``states`` compressed in that layout, so a first backward (``settle``) comes first:
+        the resumed run's first step runs in it too (the same sums, bit for bit)."""
+        state = self._hook_states.get(model)
+        if state is None:
+            return
+        if states is None:
+            raise ValueError("it holds no PowerSGD state (--comm-hook powersgd)")
+        if len(states) != self.world_size:
+            raise ValueError(
+                f"it holds the PowerSGD error feedback of {len(states)} processes, this run has "
+                f"{self.world_size}: resume it on {len(states)} processes (--nproc × --nnodes)"
+            )
+        settle()
+        state.load_state_dict(states[self.rank])
 
     def no_sync(self, model: nn.Module) -> AbstractContextManager[None]:
         return model.no_sync() if isinstance(model, DistributedDataParallel) else nullcontext()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
@@ -14,25 +15,80 @@ from dpwise.infra.atomic import atomic_file
 
 FORMAT = "dpwise-checkpoint"
 VERSION = 1
-# Settings that must match for a resumed run to continue the same trajectory.
-FINGERPRINT_KEYS = (
-    "model",
-    "model_args",
-    "data",
-    "data_args",
-    "batch_size",
-    "accum_steps",
-    "seed",
-    "optimizer",
-    "precision",
-    "lr",
-    "momentum",
-    "weight_decay",
+_LAUNCH = "where and how the workers are started, and how long they wait: not what they compute"
+_LOSSLESS = (
+    "lossless: how gradients travel or where state lives, not the update (tested against "
+    "single's model); the checkpoint is the same for any value"
 )
+# The settings that do not change the trajectory a checkpoint continues, each with the reason.
+# Every other TrainConfig setting is in the fingerprint: a new setting is compared on --resume
+# until someone lists it here, so the fingerprint cannot fall behind the settings.
+SAME_TRAJECTORY = {
+    "strategy": "every strategy trains single's model (the equivalence contract) and writes "
+    "the same checkpoint: any strategy resumes any strategy's",
+    "nproc": "the batch is global: the processes split it, the step is the same",
+    **dict.fromkeys(("nnodes", "node_rank", "min_nnodes", "rdzv_endpoint", "rdzv_backend",
+                     "rdzv_id", "cluster", "max_restarts", "timeout", "dry_run"), _LAUNCH),
+    "device": "the same arithmetic on another device (the equivalence contract)",
+    "backend": "the same sums over another transport (the equivalence contract)",
+    "threads": "CPU threads per process: the same arithmetic",
+    "epochs": "where the run stops, not its path (raised to continue a run)",
+    "max_steps": "where the run stops, not its path (raised to continue a run)",
+    **dict.fromkeys(("out", "checkpoint_every", "resume", "overwrite", "quiet"),
+                    "what is written and said, and where"),
+    **dict.fromkeys(("find_unused_parameters", "static_graph", "bucket_cap_mb",
+                     "gradient_as_bucket_view", "zero1", "reshard_after_forward",
+                     "shard_units", "compile"), _LOSSLESS),
+}  # fmt: skip
+# What every dpwise checkpoint records: a fingerprint without one of these is damaged. A key
+# added to the fingerprint later may be missing from an older checkpoint (_differences).
+RECORDED_FROM_THE_START = ("model", "model_args", "data", "data_args", "batch_size",
+                           "accum_steps", "seed", "optimizer", "precision", "lr", "momentum",
+                           "weight_decay")  # fmt: skip
+
+
+def _fingerprint_keys() -> tuple[str, ...]:
+    from dpwise.train.config import TrainConfig
+
+    return tuple(f.name for f in fields(TrainConfig) if f.name not in SAME_TRAJECTORY)
+
+
+# Settings that must match for a resumed run to continue the same trajectory: every setting
+# SAME_TRAJECTORY does not name (the loss and --comm-hook among them).
+FINGERPRINT_KEYS = _fingerprint_keys()
 
 
 def fingerprint(config_dict: dict[str, Any]) -> dict[str, Any]:
     return {key: config_dict[key] for key in FINGERPRINT_KEYS}
+
+
+def _defaults() -> dict[str, Any]:
+    from dpwise.train.config import TrainConfig
+
+    return {f.name: _default(f) for f in fields(TrainConfig) if f.name in FINGERPRINT_KEYS}
+
+
+def _default(f: Any) -> Any:
+    return f.default_factory() if f.default is MISSING else f.default
+
+
+def _differences(saved: dict[str, Any], expected: dict[str, Any], label: str) -> list[str]:
+    """The settings the checkpoint was written with that this run changes. A key the
+    checkpoint predates (an earlier dpwise did not record it) stands for its default: such a
+    run is resumed only with the default, and refused in one line naming the setting else."""
+    defaults = _defaults()
+    for key in FINGERPRINT_KEYS:
+        if key not in saved and expected[key] != defaults[key]:
+            raise DpwiseError(
+                f"{label}: the checkpoint does not record {key} (an earlier dpwise wrote it); "
+                f"it resumes only with the default {key} {defaults[key]!r}, not "
+                f"{expected[key]!r}: give that, or start afresh with --overwrite"
+            )
+    return [
+        f"{key} {saved.get(key, defaults[key])!r} → {expected[key]!r}"
+        for key in FINGERPRINT_KEYS
+        if saved.get(key, defaults[key]) != expected[key]
+    ]
 
 
 def atomic_torch_save(obj: Any, path: Path) -> None:
@@ -64,11 +120,7 @@ def load(
             "resume it with the dpwise version that wrote it"
         )
     _check_structure(state, label)
-    diffs = [
-        f"{key} {state['fingerprint'].get(key)!r} → {expected[key]!r}"
-        for key in FINGERPRINT_KEYS
-        if state["fingerprint"].get(key) != expected[key]
-    ]
+    diffs = _differences(state["fingerprint"], expected, label)
     if diffs:
         raise DpwiseError(
             f"{label}: the checkpoint was written with other settings "
@@ -129,7 +181,9 @@ def _check_structure(state: dict[str, Any], label: str) -> None:
     for key, kind in _PARTS.items():
         if not isinstance(state.get(key), kind):
             raise DpwiseError(f"{damaged} (its '{key}' is missing or not a {kind.__name__})")
-    missing = [key for key in FINGERPRINT_KEYS if key not in state["fingerprint"]]
+    if not isinstance(state.get("hook"), (list, type(None))):  # absent before PowerSGD's state
+        raise DpwiseError(f"{damaged} (its 'hook' is not a list)")
+    missing = [key for key in RECORDED_FROM_THE_START if key not in state["fingerprint"]]
     if missing:
         raise DpwiseError(f"{damaged} (its fingerprint lacks {', '.join(missing)})")
     pos = state["position"]

@@ -112,10 +112,7 @@ class Loop:
         k = self.cfg.accum_steps
         total = torch.zeros((), device=self.strategy.device)
         for micro in range(k):
-            rows = self.strategy.shard(micro_batch_rows(perm, step, micro, self.cfg.batch_size, k))
-            x, y = self.data.get(rows)
-            x = batches.to_device(x, self.strategy.device)
-            y = None if y is None else y.to(self.strategy.device, non_blocking=True)
+            x, y = self._batch(micro_batch_rows(perm, step, micro, self.cfg.batch_size, k))
             sync = self.strategy.no_sync(self.model) if micro < k - 1 else nullcontext()
             with sync:
                 with self.precision.autocast():
@@ -127,6 +124,23 @@ class Loop:
         self.precision.step(self.optimizer)
         self.optimizer.zero_grad(set_to_none=True)
         return total
+
+    def _batch(self, rows: torch.Tensor) -> tuple[Any, torch.Tensor | None]:
+        """This process's share of the global ``rows``, on its device."""
+        x, y = self.data.get(self.strategy.shard(rows))
+        x = batches.to_device(x, self.strategy.device)
+        return x, None if y is None else y.to(self.strategy.device, non_blocking=True)
+
+    def settle(self) -> None:
+        """One forward and backward of the first micro-batch, its gradients dropped and no step
+        taken: what a wrapper lays out in its first backward (DDP's buckets) is laid out. A
+        resume runs it before it loads the model, the generators and the hook's state."""
+        perm = epoch_permutation(len(self.data), self.cfg.seed, 0)
+        x, y = self._batch(micro_batch_rows(perm, 0, 0, self.cfg.batch_size, self.cfg.accum_steps))
+        with self.precision.autocast():
+            loss = self.workload.loss(self.model, x, y, self.objective)
+        loss.backward()
+        self.optimizer.zero_grad(set_to_none=True)
 
     # -- one epoch ------------------------------------------------------------------------------
     def _epoch(self, budget: int) -> None:

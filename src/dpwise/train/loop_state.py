@@ -1,6 +1,7 @@
 """What a checkpoint holds of a training Loop, and how a Loop takes it back.
 
-Besides the model, optimizer, scaler and every rank's random generators, a checkpoint holds the
+Besides the model, optimizer, scaler, every rank's random generators and every rank's state of
+the strategy's communication hook (PowerSGD's error feedback), a checkpoint holds the
 run's history: the losses and records of finished epochs, and the losses (and seconds) of the
 epoch under way, so that a run resumed mid-epoch reports the whole run, as if never stopped.
 """
@@ -41,6 +42,8 @@ class Loop(Protocol):
     @property
     def total_steps(self) -> int: ...
 
+    def settle(self) -> None: ...
+
 
 _NO_PART: dict[str, Any] = {"losses": [], "seconds": 0.0}
 
@@ -73,6 +76,7 @@ def save(loop: Loop, live: torch.Tensor | None, live_seconds: float) -> None:
     losses, epochs, partial = _history(loop, live, live_seconds)
     model = loop.strategy.full_state_dict(loop.model)  # every rank: a sharded model gathers
     optimizer = loop.strategy.optimizer_state_dict(loop.model, loop.optimizer)
+    hook = loop.strategy.hook_state_dict(loop.model)  # every rank's (PowerSGD's error feedback)
     if not loop.strategy.is_main:
         return
     state = {
@@ -81,6 +85,7 @@ def save(loop: Loop, live: torch.Tensor | None, live_seconds: float) -> None:
         "model": model,
         "optimizer": optimizer,
         "scaler": loop.precision.state_dict(),
+        "hook": hook,
         "rng": rng,
         "position": {
             "epoch": loop.epoch,
@@ -99,6 +104,8 @@ def restore(loop: Loop, state: dict[str, Any], label: str) -> None:
     checkpoint.check_position(state, label, loop.steps, loop.total_steps)
     checkpoint.check_model(state, label, loop.strategy.unwrap(loop.model))
     try:
+        # first: settling the wrapper runs the model (its generators, its buffers)
+        loop.strategy.load_hook_state_dict(loop.model, state.get("hook"), loop.settle)
         loop.strategy.load_full_state_dict(loop.model, state["model"])
         loop.strategy.load_optimizer_state_dict(loop.model, loop.optimizer, state["optimizer"])
         loop.precision.load_state_dict(state["scaler"])

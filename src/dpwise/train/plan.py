@@ -104,7 +104,7 @@ def resolve(cfg: TrainConfig, hw: Hardware, env: DistEnv) -> RunPlan:
     if cfg.comm_hook != "none" and "comm_hook" in traits.options:
         from dpwise.strategies.ddp import check_comm_hook
 
-        check_comm_hook(cfg.comm_hook, backend)
+        check_comm_hook(cfg.comm_hook, backend, cfg.find_unused_parameters)
     if backend == "nccl" and device != "cuda":
         raise DpwiseError(
             "--backend nccl needs CUDA GPUs, but this run is on the CPU; use --backend gloo"

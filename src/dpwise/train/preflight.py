@@ -163,12 +163,18 @@ def _check_unfinished(
     )
 
 
-def check_out(cfg: TrainConfig, env: DistEnv) -> None:
-    """--out can be written, holds no other command's results, no half-written file of a killed
-    run, and no other run's checkpoint unless --resume or --overwrite says what to do with it."""
+def check_out(cfg: TrainConfig) -> None:
+    """--out can be written (before its lock is taken: the lock is a file in it)."""
+    if cfg.out is not None:
+        outputs.check_writable(cfg.out)
+
+
+def check_out_contents(cfg: TrainConfig, env: DistEnv) -> None:
+    """Under the --out lock (a live run's files are its own, and it is named first): --out
+    holds no other command's results, no half-written file of a killed run, and no other run's
+    checkpoint unless --resume or --overwrite says what to do with it."""
     if cfg.out is None:
         return
-    outputs.check_writable(cfg.out)
     outowner.check(cfg.out, outowner.TRAIN)  # compare's or tune's results are not mixed in
     remove_stale_temporaries(cfg.out)  # of a write a kill interrupted
     if env.restart_count == 0:  # a worker group restarted by torchrun continues its own run

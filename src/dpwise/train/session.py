@@ -48,27 +48,34 @@ def run_train(cfg: TrainConfig, topology: Topology | None = None) -> None:
         preflight.check_comm_hook(
             workload, cfg.comm_hook, str(plan.strategy.backend), cfg.bucket_cap_mb
         )
-    preflight.check_out(cfg, env)
+    preflight.check_out(cfg)
+    with preflight.out_lock(cfg.out, env, cfg.nnodes):  # a live run in --out is named first
+        _run_locked(cfg, env, plan, workload, topology)
+
+
+def _run_locked(
+    cfg: TrainConfig, env: DistEnv, plan: RunPlan, workload: Any, topology: Topology | None
+) -> None:
+    """The run, holding --out: what is in it is no live run's; then train here or launch."""
+    preflight.check_out_contents(cfg, env)
     try:
         resumed = None if cfg.resume is None else preflight.check_resume(cfg, workload, plan.launch)
     except preflight.Finished as done:
         if env.is_main and not cfg.quiet:
             print(done, flush=True)
         return
-    with preflight.out_lock(cfg.out, env, cfg.nnodes):
-        if cfg.overwrite and env.restart_count == 0:
-            outputs.remove_checkpoint(cfg.out)
-        try:
-            if plan.launch:
-                _say_topology(plan, topology, env)
-                launch(plan.launch_settings, worker_entry, plan, net=_say_node(plan))
-            else:
-                _say_topology(plan, topology, env)
-                _run_here(cfg, Prepared(env, plan, workload, resumed))
-        except BaseException:  # a failure, a hung peer, Ctrl-C, SIGTERM: nothing half-written
-            if cfg.out is not None:
-                remove_stale_temporaries(cfg.out)  # of the writers that were killed
-            raise
+    if cfg.overwrite and env.restart_count == 0:
+        outputs.remove_checkpoint(cfg.out)
+    try:
+        _say_topology(plan, topology, env)
+        if plan.launch:
+            launch(plan.launch_settings, worker_entry, plan, net=_say_node(plan))
+        else:
+            _run_here(cfg, Prepared(env, plan, workload, resumed))
+    except BaseException:  # a failure, a hung peer, Ctrl-C, SIGTERM: nothing half-written
+        if cfg.out is not None:
+            remove_stale_temporaries(cfg.out)  # of the writers that were killed
+        raise
 
 
 def _say_node(plan: RunPlan) -> Any:

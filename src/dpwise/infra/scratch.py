@@ -198,6 +198,23 @@ def remove_of(pid: int, base: str | None = None) -> None:
             _remove(entry)
 
 
+@contextmanager
+def left_behind() -> Iterator[None]:
+    """For a block that starts processes of this command and ends them all (compare's runs): the
+    folders they made and left (a process killed with SIGKILL removes none of its own) are
+    removed after the block. The command's folders from before the block stay."""
+    before = set(_folders_of(command_pid()))
+    try:
+        yield
+    finally:
+        for entry in set(_folders_of(command_pid())) - before:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _folders_of(pid: int) -> Iterator[Path]:
+    return (entry for entry, owner in _owners(None) if owner == pid and entry.is_dir())
+
+
 def remove_stale(base: str | None = None) -> list[Path]:
     """Remove the folders (and listed paths) of commands that no longer run."""
     removed = []

@@ -1,0 +1,72 @@
+"""A process dpwise started ends when the process that started it dies, however it dies: a
+launched worker with its launcher (compare's ddp × 2 run process killed with kill -9:
+test_compare_sigterm), not only with the fork server, its parent for the kernel. The kernel
+sends it SIGKILL as its starter's end of their multiprocessing pipe closes (dpwise.dist.forking).
+"""
+
+from __future__ import annotations
+
+import multiprocessing.process
+import os
+import signal
+import time
+
+from dpwise.dist import forking
+
+ENDS_WITHIN_S = 1.0
+
+
+class _Parent:
+    def __init__(self, sentinel: int) -> None:
+        self.sentinel = sentinel
+
+
+def _tied_child(parent_ends_first: bool) -> tuple[int, int]:
+    """A child tied (forking's after-fork tie) to a pipe's write end, which this test holds as
+    its starter would: (child pid, the write end), once the tie holds."""
+    read_end, write_end = os.pipe()
+    tied_r, tied_w = os.pipe()
+    if parent_ends_first:
+        os.close(write_end)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            if not parent_ends_first:
+                os.close(write_end)  # its starter's end is not the child's
+            multiprocessing.process._parent_process = _Parent(read_end)  # type: ignore[attr-defined]
+            forking._tie_to_parent(None)
+            os.write(tied_w, b"1")
+            time.sleep(30)
+        finally:
+            os._exit(0)
+    os.close(read_end)
+    os.close(tied_w)
+    said = os.read(tied_r, 1)  # b"": it ended before saying so
+    os.close(tied_r)
+    assert said == (b"" if parent_ends_first else b"1")
+    return pid, write_end
+
+
+def _ended_by(pid: int) -> int | None:
+    """The signal that ended the child within ENDS_WITHIN_S (None: it did not end so)."""
+    deadline = time.monotonic() + ENDS_WITHIN_S
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        time.sleep(0.005)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return None
+
+
+def test_a_started_process_is_killed_by_the_kernel_when_its_starter_ends() -> None:
+    pid, write_end = _tied_child(parent_ends_first=False)
+    assert os.waitpid(pid, os.WNOHANG) == (0, 0)  # alive while its starter is
+    os.close(write_end)  # what the kernel does as the starter dies, however it dies
+    assert _ended_by(pid) == signal.SIGKILL
+
+
+def test_a_started_process_whose_starter_ended_before_the_tie_ends_at_once() -> None:
+    pid, _ = _tied_child(parent_ends_first=True)
+    assert _ended_by(pid) == signal.SIGKILL

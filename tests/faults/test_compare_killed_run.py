@@ -2,6 +2,10 @@
 launched worker with its launcher (compare's ddp × 2 run process killed with kill -9:
 test_compare_sigterm), not only with the fork server, its parent for the kernel. The kernel
 sends it SIGKILL as its starter's end of their multiprocessing pipe closes (dpwise.dist.forking).
+
+A command killed with kill -9 that is its workers' launcher itself (train, tune) says nothing
+after its death either: not its workers, not multiprocessing's resource tracker (which removes
+the semaphores the killed launcher left).
 """
 
 from __future__ import annotations
@@ -10,8 +14,13 @@ import multiprocessing.process
 import os
 import signal
 import time
+from pathlib import Path
+
+import pytest
+from live_run import LiveRun, survivors
 
 from dpwise.dist import forking
+from dpwise.infra import scratch
 
 ENDS_WITHIN_S = 1.0
 
@@ -70,3 +79,38 @@ def test_a_started_process_is_killed_by_the_kernel_when_its_starter_ends() -> No
 def test_a_started_process_whose_starter_ended_before_the_tie_ends_at_once() -> None:
     pid, _ = _tied_child(parent_ends_first=True)
     assert _ended_by(pid) == signal.SIGKILL
+
+
+@pytest.mark.slow
+def test_a_killed_ddp_train_says_nothing_after_its_death(tmp_path: Path) -> None:
+    run = LiveRun(tmp_path / "tmp", "train", "--strategy", "ddp", "--nproc", "2", "--data",
+                  "hangpkg:data", "--batch-size", "8", "--model", "userpkg:tiny_model",
+                  "--epochs", "100000", "--quiet")  # fmt: skip
+    try:
+        run.wait_for(lambda: len(run.worker_pids()) == 2, 240, "the two workers")
+        workers = list(run.worker_pids().values())
+        os.kill(run.proc.pid, signal.SIGKILL)  # the launcher: train launches its workers itself
+        assert survivors(workers, grace=ENDS_WITHIN_S) == []
+        run.proc.wait(timeout=10)
+        assert run.outlived() == []
+        stderr = run._stderr_after_exit()  # read to its end: nobody holds the pipe any more
+    finally:
+        run.kill()
+    assert stderr == ""
+
+
+def test_the_folders_a_killed_child_left_go_after_the_block_that_started_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """compare's runs: a run's process killed with kill -9 leaves its launch's folder."""
+    monkeypatch.setattr(scratch.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv(scratch.COMMAND_ENV, str(os.getpid()))
+    mine = scratch.make("trace")  # the command's own, from before: kept
+    with scratch.left_behind():
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child
+            scratch.make("launch")
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.waitpid(child, 0)
+        assert len(list(tmp_path.iterdir())) == 2
+    assert list(tmp_path.iterdir()) == [mine]

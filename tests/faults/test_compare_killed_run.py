@@ -91,12 +91,11 @@ def test_a_killed_ddp_train_says_nothing_after_its_death(tmp_path: Path) -> None
         workers = list(run.worker_pids().values())
         os.kill(run.proc.pid, signal.SIGKILL)  # the launcher: train launches its workers itself
         assert survivors(workers, grace=ENDS_WITHIN_S) == []
-        run.proc.wait(timeout=10)
-        assert run.outlived() == []
-        stderr = run._stderr_after_exit()  # read to its end: nobody holds the pipe any more
+        code = run.finish(timeout=10)  # none of its processes left; its stderr read to the end
     finally:
         run.kill()
-    assert stderr == ""
+    assert code == -signal.SIGKILL
+    assert run.stderr == ""
 
 
 def test_the_folders_a_killed_child_left_go_after_the_block_that_started_it(

@@ -6,10 +6,11 @@ process (``COMMAND_ENV``, which the command sets for every process it starts), N
 namespace (so that a folder of a process in another container sharing /tmp, whose pid means
 nothing here, is never taken for a dead one). A launched worker's folders sit inside its launch's
 folder (``LAUNCH_DIR_ENV``), which the launch removes when its workers are gone: a worker killed
-with kill -9 while the command goes on leaves nothing behind. The command's fork server removes
-the command's folders when the command dies without cleaning up (dpwise.dist.forking);
-``remove_stale`` removes those of commands no longer running (a machine's reboot, a killed
-process tree).
+with kill -9 while the command goes on leaves nothing behind; so does one of compare's run
+processes, whose leftovers compare removes once its runs have ended (``left_behind``). The
+command's fork server removes the command's folders when the command dies without cleaning up
+(dpwise.dist.forking); ``remove_stale`` removes those of commands no longer running (a
+machine's reboot, a killed process tree).
 
 What a command makes elsewhere for its own use (compare's staging folder inside --out, the
 --out lock, an --out folder it created) is listed with ``own`` in the command's ``owned`` file

@@ -23,6 +23,7 @@ from dpwise.compare.turns import RunFailed, TurnHost, ended, raise_failure, sile
 from dpwise.compare.worker import run_process
 from dpwise.dist import forking
 from dpwise.dist.forking import context
+from dpwise.infra import scratch
 from dpwise.infra.interrupts import check as check_interrupted
 from dpwise.infra.interrupts import terminate_raises
 from dpwise.results.records import Run
@@ -121,7 +122,8 @@ def run_all(cfg: CompareConfig, specs: list[RunSpec], on_event: Event) -> list[R
     host = TurnHost()
     turn_seconds = {s.id: 0.0 for s in specs}
     check_interrupted()
-    with terminate_raises(), RunProcesses(specs, cfg, host) as procs:
+    # what a run's process left in the temporary folder (killed: its launch's folder) goes after
+    with terminate_raises(), scratch.left_behind(), RunProcesses(specs, cfg, host) as procs:
         on_event({"what": "start", "label": "starting the runs"})
         for spec in specs:
             host.wait(spec.id, "ready", procs.watch, READY_TIMEOUT_S)

@@ -25,6 +25,15 @@ the group; a watcher thread in each process would miss a stopped or hung command
 told of the command's death, first ends its children and removes the command's temporary
 folders (``infra.scratch``), then exits.
 
+Nor does a process outlive the process that asked the server for it (``_tie_to_parent``): a
+launched worker ends with its launcher (a compare run's elastic agent), not only with the server,
+which is its parent for the kernel. multiprocessing gives the started process the read end of a
+pipe whose only writer is the process that started it (its ``parent_process().sentinel``); the
+started process asks the kernel for SIGKILL when that pipe's last writer closes (O_ASYNC with
+F_SETSIG), which the kernel does as the starter dies, however it dies: a worker does not stay on
+complaining that its launcher's store is gone. No thread: a worker stuck in a collective or in
+C++ is ended all the same.
+
 Torch-free: imported before torch is, and by the server first of all.
 """
 
@@ -85,10 +94,30 @@ def ensure_running(*modules: str) -> None:
     from dpwise.infra.interrupts import children_held
 
     _short_socket_folder()
+    _quiet_resource_tracker()
     with children_held():
         forkserver.ensure_running()
     if not _STOP_AT_EXIT:
         _STOP_AT_EXIT.append(atexit.register(stop_now))
+
+
+# multiprocessing's resource tracker (one per command, started with the server) removes what a
+# process killed with SIGKILL left registered (a launcher's queues and locks), and says so with a
+# warning once the command has ended, after the command's one line: removing them is all it needs.
+_TRACKER_QUIET = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def _quiet_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (the server's start would) without its warnings:
+    it is started with this process's -W options, and this one added for the start only."""
+    import sys
+    from multiprocessing import resource_tracker
+
+    sys.warnoptions.append(_TRACKER_QUIET)
+    try:
+        resource_tracker.ensure_running()
+    finally:
+        sys.warnoptions.remove(_TRACKER_QUIET)
 
 
 # A Unix socket's path holds at most 107 bytes; multiprocessing puts the server's socket at
@@ -359,5 +388,36 @@ def _remove_listener_folder() -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def _tie_to_parent(_anchor: object) -> None:
+    """In a process the server forked, once multiprocessing has read what to run (after it, no
+    more is written on the pipe): SIGKILL from the kernel when the process that started this one
+    dies (see the module's docstring). Linux; a no-op elsewhere."""
+    import fcntl
+    import multiprocessing.process
+    import select
+
+    parent = multiprocessing.process.parent_process()
+    fd = getattr(parent, "sentinel", None)
+    set_signal = getattr(fcntl, "F_SETSIG", None)
+    if fd is None or set_signal is None:
+        return
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETOWN, os.getpid())
+        fcntl.fcntl(fd, set_signal, int(signal.SIGKILL))
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
+        watch = select.poll()
+        watch.register(fd, select.POLLHUP)
+        gone = watch.poll(0)  # it died before the tie held
+    except OSError:
+        return
+    if gone:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 if _in_fork_server():
+    import multiprocessing.util
+
     _tether_server()
+    # inherited by every process the server forks; run there by multiprocessing's bootstrap,
+    # after it has read the process's target (the function is its own anchor: never collected)
+    multiprocessing.util.register_after_fork(_tie_to_parent, _tie_to_parent)

@@ -6,10 +6,11 @@ process (``COMMAND_ENV``, which the command sets for every process it starts), N
 namespace (so that a folder of a process in another container sharing /tmp, whose pid means
 nothing here, is never taken for a dead one). A launched worker's folders sit inside its launch's
 folder (``LAUNCH_DIR_ENV``), which the launch removes when its workers are gone: a worker killed
-with kill -9 while the command goes on leaves nothing behind. The command's fork server removes
-the command's folders when the command dies without cleaning up (dpwise.dist.forking);
-``remove_stale`` removes those of commands no longer running (a machine's reboot, a killed
-process tree).
+with kill -9 while the command goes on leaves nothing behind; so does one of compare's run
+processes, whose leftovers compare removes once its runs have ended (``left_behind``). The
+command's fork server removes the command's folders when the command dies without cleaning up
+(dpwise.dist.forking); ``remove_stale`` removes those of commands no longer running (a
+machine's reboot, a killed process tree).
 
 What a command makes elsewhere for its own use (compare's staging folder inside --out, the
 --out lock, an --out folder it created) is listed with ``own`` in the command's ``owned`` file
@@ -196,6 +197,23 @@ def remove_of(pid: int, base: str | None = None) -> None:
     for entry, owner in _owners(base):
         if owner == pid:
             _remove(entry)
+
+
+@contextmanager
+def left_behind() -> Iterator[None]:
+    """For a block that starts processes of this command and ends them all (compare's runs): the
+    folders they made and left (a process killed with SIGKILL removes none of its own) are
+    removed after the block. The command's folders from before the block stay."""
+    before = set(_folders_of(command_pid()))
+    try:
+        yield
+    finally:
+        for entry in set(_folders_of(command_pid())) - before:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _folders_of(pid: int) -> Iterator[Path]:
+    return (entry for entry, owner in _owners(None) if owner == pid and entry.is_dir())
 
 
 def remove_stale(base: str | None = None) -> list[Path]:

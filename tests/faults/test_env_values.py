@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import resource
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import child_env
+from conftest import child_env, descendants, free_port
 
 LIMIT_S = 30  # each refusal takes about a second here; torch's own retries took 99.8 s
 MEMORY = 4 << 30  # the issue's limit: a node list of 8,194 items ran out of it after 18 s
@@ -184,3 +186,95 @@ def test_dry_run_refuses_a_master_addr_that_does_not_resolve_as_the_run_does(tmp
         "dpwise: error: environment variable MASTER_ADDR='nosuchhost.invalid' names host "
         "'nosuchhost.invalid', which does not resolve"
     )
+
+
+# -- 5. the node that hosts the c10d store dies ------------------------------------------------
+
+PEER_LIMIT_S = 60  # the survivor ended 1-3 s after the kill in every trial
+
+
+class _Node:
+    """One node's dpwise, its merged output read as it comes."""
+
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(
+            argv, env=child_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        self.lines.extend(line.rstrip("\n") for line in self.proc.stdout)
+
+    def text(self) -> str:
+        self._reader.join(timeout=10)
+        return "\n".join(self.lines)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _wait_for(done, what: str, limit: float = 120) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + limit
+    while not done():
+        assert time.monotonic() < deadline, f"no {what} within {limit} s"
+        time.sleep(0.1)
+
+
+def _ended_in_one_line(node: _Node, limit: float) -> str:
+    """The survivor's last line, after checking it ended within ``limit`` seconds, exit 1, with
+    no Python traceback and no process of its own left."""
+    node.proc.wait(timeout=limit)
+    text = node.text()
+    assert node.proc.returncode == 1, text[-3000:]
+    assert "Traceback" not in text, text[-5000:]
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("dpwise: "), text[-3000:]
+    return last
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", [1, 2])
+def test_the_survivor_of_a_killed_store_host_ends_in_one_line(trial):
+    """Two nodes of probe-link on loopback: the first to start hosts the c10d store; kill -9 of
+    its dpwise mid-probe (its workers go with it). The survivor's launcher, polling the store,
+    or its worker, in a collective, sees it first: either way one line (before: an 84-88 line
+    traceback from the launcher's store call in 2 of 6 trials)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "dpwise", "probe-link", "--nproc", "1", "--device", "cpu",
+            "--max-bytes", "1GiB", "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
+            "--timeout", "20"]  # fmt: skip
+    host = _Node(argv)
+    survivor = None
+    try:
+        _wait_for(lambda: _listening(port) or host.proc.poll() is not None, "store")
+        survivor = _Node(argv)
+        probing = "probe-link: all_reduce"  # rank 0's progress: the probe is under way
+        _wait_for(lambda: any(probing in line for line in host.lines + survivor.lines), probing)
+        time.sleep(0.5 * trial)
+        its_own = descendants(survivor.proc.pid)  # its fork server and worker
+        host.proc.kill()
+        last = _ended_in_one_line(survivor, PEER_LIMIT_S)
+        assert "lost" in last, last  # the rendezvous, or the connection to the other workers
+        _wait_for(lambda: not any(_alive(pid) for pid in its_own), "end of its processes", 30)
+    finally:
+        for node in (host, survivor):
+            if node is not None:
+                node.stop()

@@ -25,6 +25,9 @@ TEARDOWN_LIMIT_S = 120.0  # a healthy teardown takes well under a second
 _WATCHDOG_DIR = "DPWISE_TEARDOWN_WATCHDOG_DIR"  # where launched workers write a stuck teardown
 _TIMEOUT_MARK = "Timeout ("  # how faulthandler's timed dump begins
 _TIMED_OUT_MARKS = ("timed out", "timing out")  # gloo's and NCCL's collective timeouts
+# The nodes of a job meet within --timeout, and never in less than torch's own wait for the
+# store host (60 s): nodes that a scheduler starts a few seconds apart still meet.
+MEETING_FLOOR_S = 60.0
 # How long stopped workers get to exit after SIGTERM/SIGINT before SIGKILL (torch's default: 30 s).
 SHUTDOWN_GRACE_S = 3
 # torch's c10d rendezvous hands every restart of the workers the same agent-hosted TCPStore,
@@ -58,6 +61,45 @@ class PeerStopped(WorkerFailed):
         self.rank, self.exitcode, self.details = stopped.rank, 1, ""
 
 
+class RendezvousLost(WorkerFailed):
+    """This node's launcher lost the rendezvous (its c10d store), or the nodes never met there:
+    torch raises from the launcher's own store calls, not from a worker. One line, exit 1."""
+
+    def __init__(self, exc: BaseException, endpoint: str | None) -> None:
+        Exception.__init__(self, _rendezvous_lost(exc, endpoint))
+        self.rank, self.exitcode, self.details = -1, 1, ""
+
+
+_UNREACHED_MARKS = ("trying to connect", "failed to connect")  # never met, not lost
+
+
+def _rendezvous_lost(exc: BaseException, endpoint: str | None) -> str:
+    where = f"the rendezvous at {endpoint}" if endpoint else "the rendezvous"
+    root = exc
+    while root.__cause__ is not None:  # "See inner exception for details": the inner one
+        root = root.__cause__
+    said = f"{type(root).__name__}: {_first_line(str(root))}"
+    kind = type(exc).__name__
+    if kind == "RendezvousTimeoutError":
+        return (
+            f"the other nodes did not join {where} in time ({said}): start dpwise on every node "
+            "of the job, and check that each reaches the endpoint"
+        )
+    if kind == "RendezvousClosedError":
+        return f"{where} was closed ({said}): another node ended the job; check its log"
+    if any(mark in said.lower() for mark in _UNREACHED_MARKS):
+        return (
+            f"this node could not reach {where} ({said}): the node that hosts its c10d store "
+            "(the endpoint's host) did not start dpwise, died, or cannot be reached from here: "
+            "start dpwise on every node of the job, and check that each reaches the endpoint"
+        )
+    return (
+        f"this node lost {where} ({said}): the node that hosts its c10d store (the endpoint's "
+        "host) died or left the network, and the job cannot go on without it: check that "
+        "node's log"
+    )
+
+
 def node_network(cfg: LaunchSettings) -> netaddr.NodeNetwork | None:
     """This node's address, interface and store role in a multi-node job (None: one node)."""
     endpoint = cfg.rdzv_endpoint
@@ -68,11 +110,16 @@ def launch_config(cfg: LaunchSettings, net: netaddr.NodeNetwork | None = None) -
     from torch.distributed.launcher.api import LaunchConfig
 
     net = net if net is not None else node_network(cfg)
+    meeting = int(max(cfg.timeout, MEETING_FLOOR_S))
     rdzv_configs: dict[str, Any] = {}
     if cfg.rdzv_backend == "static":
-        rdzv_configs["rank"] = cfg.node_rank
-    elif net is not None and net.is_host is not None:
-        rdzv_configs["is_host"] = net.is_host  # see netaddr: the host name may say loopback
+        rdzv_configs.update(rank=cfg.node_rank, timeout=meeting)
+    else:
+        # the node that hosts the store waits join_timeout for the others, the others wait
+        # read_timeout for its store: torch's 600 s and 60 s, here both --timeout
+        rdzv_configs.update(join_timeout=meeting, read_timeout=meeting)
+        if net is not None and net.is_host is not None:
+            rdzv_configs["is_host"] = net.is_host  # see netaddr: the host name may say loopback
     return LaunchConfig(
         min_nodes=cfg.min_nodes or cfg.nnodes,
         max_nodes=cfg.nnodes,
@@ -108,8 +155,10 @@ def launch(
     peer watch) and their teardown dumps. A signal (Ctrl-C, SIGTERM) stops the workers and
     becomes ``Interrupted``; a worker stopped for --timeout seconds is killed and named.
     """
+    from torch.distributed import DistError
     from torch.distributed.elastic.multiprocessing import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous import RendezvousError
     from torch.distributed.launcher.api import elastic_launch
 
     interrupts.check()
@@ -138,11 +187,15 @@ def launch(
             raise interrupts.Interrupted(exc.sigval) from None
         except ChildFailedError as exc:
             raise _failure(exc, folder, watch.suspect(), timeout) from None
+        except (RendezvousError, DistError) as exc:  # the agent's own store calls
+            raise RendezvousLost(exc, cfg.rdzv_endpoint) from None
 
 
-# A peer's process or node went away: its sockets closed under the collective.
+# A peer's process or node went away: its sockets closed under the collective, or the store
+# a worker reads went with its node (the error file's message begins with the error's type).
 _LOST_MARKS = ("connection reset", "connection closed", "connection refused", "broken pipe",
                "socket closed")  # fmt: skip
+_NETWORK = ("DistNetworkError", "DistStoreError", "RendezvousConnectionError")
 
 
 def _first_line(text: str) -> str:
@@ -206,7 +259,7 @@ def _failure(exc: Any, folder: Path, stopped: peers.Stopped | None, timeout: flo
             f"({message.strip().splitlines()[0][:160]}); another worker hung, runs far slower or "
             "lost its connection: check the other workers (and nodes), or raise --timeout"
         )
-    elif any(mark in message.lower() for mark in _LOST_MARKS):  # a peer's node went away
+    elif any(mark in message.lower() for mark in _LOST_MARKS) or message.startswith(_NETWORK):
         return WorkerFailed(
             rank, failure.exitcode, _lost_message(_first_line(message), "all nodes"), ""
         )

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from live_run import survivors
 
 from conftest import child_env, descendants, free_port
 
@@ -223,14 +224,6 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rpartition(")")[2].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
 def _wait_for(done, what: str, limit: float = 120) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + limit
     while not done():
@@ -273,7 +266,7 @@ def test_the_survivor_of_a_killed_store_host_ends_in_one_line(trial):
         host.proc.kill()
         last = _ended_in_one_line(survivor, PEER_LIMIT_S)
         assert "lost" in last, last  # the rendezvous, or the connection to the other workers
-        _wait_for(lambda: not any(_alive(pid) for pid in its_own), "end of its processes", 30)
+        assert survivors(its_own, grace=30) == []
     finally:
         for node in (host, survivor):
             if node is not None:

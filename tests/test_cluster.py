@@ -9,7 +9,7 @@ import random
 import pytest
 
 from dpwise.dist.cluster import hostlist
-from dpwise.dist.cluster.topology import adopt, detect, resolve
+from dpwise.dist.cluster.topology import detect, meeting, resolve
 from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
 
@@ -295,11 +295,12 @@ def test_bad_variables_are_one_line_naming_the_variable(env, said):
 
 def test_a_rendezvous_host_that_does_not_resolve_is_one_line_before_anything_starts():
     before = dict(os.environ)
-    worker = resolve({}, slurm(2, 4, 0, 0, 0, MASTER_ADDR="nosuchhost.invalid"))
-    said = r"environment variable MASTER_ADDR='nosuchhost.invalid' does not resolve to an address"
+    env = slurm(2, 4, 0, 0, 0, MASTER_ADDR="nosuchhost.invalid")
+    said = r"environment variable MASTER_ADDR='nosuchhost.invalid' names host 'nosuchhost.inv"
     with pytest.raises(DpwiseError, match=said):
-        adopt(worker)
-    node = resolve({}, slurm(2, 2, 0, 0, 0, SLURM_JOB_NODELIST="zz[1-2].invalid"))
-    with pytest.raises(DpwiseError, match=r"'zz1.invalid' \(first host of SLURM_JOB_NODELIST\)"):
-        adopt(node)
+        meeting(resolve({}, env), env)
+    env = slurm(2, 2, 0, 0, 0, SLURM_JOB_NODELIST="zz[1-2].invalid")
+    said = r"SLURM_JOB_NODELIST='zz\[1-2\].invalid' names host 'zz1.invalid', which does not"
+    with pytest.raises(DpwiseError, match=said):
+        meeting(resolve({}, env), env)
     assert dict(os.environ) == before  # nothing exported

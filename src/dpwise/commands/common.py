@@ -18,12 +18,17 @@ def add_workload_args(p: argparse.ArgumentParser, cls: type = WorkloadSettings) 
     add_settings(p.add_argument_group("workload"), cls, WORKLOAD_SETTINGS)
 
 
-def topology_for(args: argparse.Namespace) -> Any:
+def topology_for(args: argparse.Namespace, launches: bool = True) -> Any:
     """Where this command runs (dist.cluster): the launch flags the command line gave, and the
-    scheduler's variables for the rest. A bad variable or a double launch: DpwiseError."""
-    from dpwise.dist.cluster.topology import LAUNCH_FLAGS, resolve
+    scheduler's variables for the rest. A bad variable, a double launch or (``launches``: the
+    command hands the rendezvous to torch) a host that does not resolve, or a one-node job's
+    host that is not this node: DpwiseError, --dry-run included."""
+    from dpwise.dist.cluster.topology import LAUNCH_FLAGS, meeting, resolve
 
-    return resolve(given(args, LAUNCH_FLAGS), os.environ, getattr(args, "cluster", "auto"))
+    topology = resolve(given(args, LAUNCH_FLAGS), os.environ, getattr(args, "cluster", "auto"))
+    if launches:
+        meeting(topology, os.environ)
+    return topology
 
 
 def command_line(args: argparse.Namespace) -> list[str]:

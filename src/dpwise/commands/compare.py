@@ -88,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.compare.placement import one_node
     from dpwise.dist.forking import ensure_running, stop_now
 
-    topology = topology_for(args)  # compare runs on one node, every run its own processes
+    # compare runs on one node, every run its own processes: no rendezvous of the scheduler's
+    topology = topology_for(args, launches=False)
     lines = one_node(topology, command_line(args))
     if args.dry_run:
         print("\n".join(lines))

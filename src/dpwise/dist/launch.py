@@ -5,7 +5,6 @@ from __future__ import annotations
 import faulthandler
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -16,6 +15,17 @@ from pathlib import Path
 from typing import IO, Any
 
 from dpwise.dist import forking, netaddr, peers
+from dpwise.dist.failures import (
+    LOST_MARKS,
+    NETWORK_ERRORS,
+    TIMED_OUT_MARKS,
+    RendezvousLost,
+    first_line,
+    lost_message,
+)
+from dpwise.dist.failures import PeerStopped as PeerStopped
+from dpwise.dist.failures import WorkerFailed as WorkerFailed
+from dpwise.dist.failures import lost_peers as lost_peers
 from dpwise.dist.settings import LaunchSettings
 from dpwise.errors import DpwiseError
 from dpwise.infra import interrupts, scratch
@@ -24,7 +34,9 @@ _USAGE_PREFIX = "DpwiseError: "
 TEARDOWN_LIMIT_S = 120.0  # a healthy teardown takes well under a second
 _WATCHDOG_DIR = "DPWISE_TEARDOWN_WATCHDOG_DIR"  # where launched workers write a stuck teardown
 _TIMEOUT_MARK = "Timeout ("  # how faulthandler's timed dump begins
-_TIMED_OUT_MARKS = ("timed out", "timing out")  # gloo's and NCCL's collective timeouts
+# The nodes of a job meet within --timeout, and never in less than torch's own wait for the
+# store host (60 s): nodes that a scheduler starts a few seconds apart still meet.
+MEETING_FLOOR_S = 60.0
 # How long stopped workers get to exit after SIGTERM/SIGINT before SIGKILL (torch's default: 30 s).
 SHUTDOWN_GRACE_S = 3
 # torch's c10d rendezvous hands every restart of the workers the same agent-hosted TCPStore,
@@ -36,43 +48,31 @@ _FRESH_STORE_PER_ATTEMPT = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 _GLOO_IFNAME = "GLOO_SOCKET_IFNAME"
 
 
-class WorkerFailed(Exception):
-    """A worker died; carries the worker's own error text (traceback where recorded)."""
-
-    def __init__(self, rank: int, exitcode: int, message: str, details: str) -> None:
-        super().__init__(f"worker rank {rank} failed (exit code {exitcode}): {message}")
-        self.rank, self.exitcode, self.details = rank, exitcode, details
-
-
-class PeerStopped(WorkerFailed):
-    """A worker's process stayed stopped for --timeout seconds; dpwise killed it."""
-
-    def __init__(self, stopped: peers.Stopped, timeout: float) -> None:
-        Exception.__init__(
-            self,
-            f"worker rank {stopped.rank} (pid {stopped.pid}) hung: its process was stopped "
-            f"(SIGSTOP, Ctrl-Z, a debugger) for {stopped.seconds:.0f} s while the other workers "
-            f"waited for it (--timeout {timeout:g}); dpwise killed it and ended the run: find "
-            "what stops it, or raise --timeout if such pauses are expected",
-        )
-        self.rank, self.exitcode, self.details = stopped.rank, 1, ""
-
-
 def node_network(cfg: LaunchSettings) -> netaddr.NodeNetwork | None:
     """This node's address, interface and store role in a multi-node job (None: one node)."""
     endpoint = cfg.rdzv_endpoint
     return netaddr.node_network(endpoint) if endpoint else None
 
 
+def meeting_s(cfg: LaunchSettings) -> int:
+    """How long the nodes wait for each other to meet: --timeout, at least MEETING_FLOOR_S."""
+    return int(max(cfg.timeout, MEETING_FLOOR_S))
+
+
 def launch_config(cfg: LaunchSettings, net: netaddr.NodeNetwork | None = None) -> Any:
     from torch.distributed.launcher.api import LaunchConfig
 
     net = net if net is not None else node_network(cfg)
+    meeting = meeting_s(cfg)
     rdzv_configs: dict[str, Any] = {}
     if cfg.rdzv_backend == "static":
-        rdzv_configs["rank"] = cfg.node_rank
-    elif net is not None and net.is_host is not None:
-        rdzv_configs["is_host"] = net.is_host  # see netaddr: the host name may say loopback
+        rdzv_configs.update(rank=cfg.node_rank, timeout=meeting)
+    else:
+        # the node that hosts the store waits join_timeout for the others, the others wait
+        # read_timeout for its store: torch's 600 s and 60 s, here both --timeout
+        rdzv_configs.update(join_timeout=meeting, read_timeout=meeting)
+        if net is not None and net.is_host is not None:
+            rdzv_configs["is_host"] = net.is_host  # see netaddr: the host name may say loopback
     return LaunchConfig(
         min_nodes=cfg.min_nodes or cfg.nnodes,
         max_nodes=cfg.nnodes,
@@ -108,8 +108,10 @@ def launch(
     peer watch) and their teardown dumps. A signal (Ctrl-C, SIGTERM) stops the workers and
     becomes ``Interrupted``; a worker stopped for --timeout seconds is killed and named.
     """
+    from torch.distributed import DistError
     from torch.distributed.elastic.multiprocessing import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous import RendezvousError
     from torch.distributed.launcher.api import elastic_launch
 
     interrupts.check()
@@ -138,47 +140,8 @@ def launch(
             raise interrupts.Interrupted(exc.sigval) from None
         except ChildFailedError as exc:
             raise _failure(exc, folder, watch.suspect(), timeout) from None
-
-
-# A peer's process or node went away: its sockets closed under the collective.
-_LOST_MARKS = ("connection reset", "connection closed", "connection refused", "broken pipe",
-               "socket closed")  # fmt: skip
-
-
-def _first_line(text: str) -> str:
-    """The error's first line, less gloo's source location and its boilerplate."""
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    first = re.sub(r"^\[[^\]]*\.(?:cc|cpp):\d+\]\s*", "", first)
-    return first.split(". This is typically")[0][:160]
-
-
-def _lost_message(first: str, by: str) -> str:
-    return (
-        f"it lost its connection to the other workers ({first}); another worker died or its "
-        f"node went down: check the other workers' logs ({by})"
-    )
-
-
-def lost_peers(exc: BaseException, rank: int, timeout: float, by: str) -> WorkerFailed | None:
-    """A worker the scheduler started (no launcher of dpwise's watches it): its collective
-    failed because a peer died, hung or lost its node. One line naming what happened (None:
-    not a communication failure, which keeps its traceback)."""
-    import torch.distributed as dist
-
-    text = str(exc).strip()
-    first = _first_line(text) or type(exc).__name__
-    lowered = text.lower()
-    if any(mark in lowered for mark in _TIMED_OUT_MARKS):
-        message = (
-            f"it waited longer than --timeout {timeout:g} s for the other workers in a "
-            f"collective ({first}); another worker hung or its node stopped: check the other "
-            f"tasks' logs ({by}), or raise --timeout"
-        )
-    elif isinstance(exc, dist.DistError) or any(mark in lowered for mark in _LOST_MARKS):
-        message = _lost_message(first, by)
-    else:
-        return None
-    return WorkerFailed(rank, 1, message, "")
+        except (RendezvousError, DistError) as exc:  # the agent's own store calls
+            raise RendezvousLost(exc, cfg.rdzv_endpoint, meeting_s(cfg)) from None
 
 
 def _gloo_interface(net: netaddr.NodeNetwork | None) -> str | None:
@@ -200,15 +163,15 @@ def _failure(exc: Any, folder: Path, stopped: peers.Stopped | None, timeout: flo
     message, details = _failure_text(failure.message)
     if message.startswith(_USAGE_PREFIX):
         return DpwiseError(message[len(_USAGE_PREFIX) :])
-    if any(mark in message.lower() for mark in _TIMED_OUT_MARKS):
+    if any(mark in message.lower() for mark in TIMED_OUT_MARKS):
         message = (
             f"it waited longer than --timeout {timeout:g} s for the other workers in a collective "
             f"({message.strip().splitlines()[0][:160]}); another worker hung, runs far slower or "
             "lost its connection: check the other workers (and nodes), or raise --timeout"
         )
-    elif any(mark in message.lower() for mark in _LOST_MARKS):  # a peer's node went away
+    elif any(mark in message.lower() for mark in LOST_MARKS) or message.startswith(NETWORK_ERRORS):
         return WorkerFailed(
-            rank, failure.exitcode, _lost_message(_first_line(message), "all nodes"), ""
+            rank, failure.exitcode, lost_message(first_line(message), "all nodes"), ""
         )
     return WorkerFailed(rank, failure.exitcode, message, details)
 

@@ -37,16 +37,28 @@ class NodeNetwork:
     is_host: bool | None
 
 
+MAX_PORT = 65535
+
+
 def split_endpoint(endpoint: str) -> tuple[str, int | None]:
-    """("host", port) of HOST:PORT, [V6]:PORT or HOST (port None)."""
+    """("host", port) of HOST:PORT, [V6]:PORT, HOST or V6 (port None). ValueError, saying what
+    is wrong, for anything else: no host, a port that is not a number from 1 to MAX_PORT."""
     if endpoint.startswith("["):
-        host, _, rest = endpoint[1:].partition("]")
-        port = rest.lstrip(":")
+        host, closed, rest = endpoint[1:].partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            raise ValueError("write an IPv6 endpoint as [ADDRESS]:PORT")
+        port = rest[1:] if rest else None
     elif endpoint.count(":") == 1:
         host, port = endpoint.split(":")
     else:
-        host, port = endpoint, ""
-    return host, int(port) if port.isdigit() else None
+        host, port = endpoint, None
+    if not host.strip():
+        raise ValueError("it names no host")
+    if port is None:
+        return host, None
+    if not (port.isascii() and port.isdigit() and len(port) <= 5 and 1 <= int(port) <= MAX_PORT):
+        raise ValueError(f"its port {port!r} is not a number from 1 to {MAX_PORT}")
+    return host, int(port)
 
 
 def resolve(host: str) -> str | None:

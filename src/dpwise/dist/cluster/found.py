@@ -50,6 +50,22 @@ class Found:
     max_restarts: Sourced | None = None
 
 
+SHOWN_CHARS = 80  # of a variable's value in a message: a 130 kB node list stays one short line
+
+
+def shown(raw: str) -> str:
+    """A variable's value as a message quotes it: its repr (a newline stays on the line), cut
+    after SHOWN_CHARS characters with the length said."""
+    if len(raw) <= SHOWN_CHARS:
+        return repr(raw)
+    return f"{raw[:SHOWN_CHARS]!r}… ({len(raw)} characters)"
+
+
+def variable(name: str, env: Mapping[str, str]) -> str:
+    """``environment variable NAME='value'``, the way every refusal names a variable."""
+    return f"environment variable {name}={shown(env.get(name, ''))}"
+
+
 def integer(env: Mapping[str, str], name: str, low: int = 0) -> int | None:
     """An integer variable (None when unset); anything else is one line naming it."""
     raw = env.get(name)
@@ -58,9 +74,9 @@ def integer(env: Mapping[str, str], name: str, low: int = 0) -> int | None:
     try:
         value = int(raw.strip())
     except ValueError:
-        raise DpwiseError(f"environment variable {name}={raw!r} is not an integer") from None
+        raise DpwiseError(f"{variable(name, env)} is not an integer") from None
     if value < low:
-        raise DpwiseError(f"environment variable {name}={raw!r} must be at least {low}")
+        raise DpwiseError(f"{variable(name, env)} must be at least {low}")
     return value
 
 

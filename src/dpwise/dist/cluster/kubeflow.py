@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dpwise.dist.cluster.found import Found, Sourced, integer
-from dpwise.dist.netaddr import split_endpoint
+from dpwise.dist.cluster.checks import endpoint as parse_endpoint
+from dpwise.dist.cluster.found import Found, Sourced, integer, variable
 from dpwise.errors import DpwiseError
 
 MARKERS = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_RDZV_ENDPOINT")
@@ -33,7 +33,7 @@ def detect(env: Mapping[str, str]) -> Found | None:
     )
     endpoint = env.get("PET_RDZV_ENDPOINT")
     if endpoint:
-        host, port = split_endpoint(endpoint)
+        host, port = parse_endpoint(endpoint, variable("PET_RDZV_ENDPOINT", env))
         return Found(  # type: ignore[arg-type]
             host=Sourced(host, "PET_RDZV_ENDPOINT"),
             port=Sourced(port or C10D_PORT, "PET_RDZV_ENDPOINT" if port else "torchrun's port"),
@@ -46,7 +46,7 @@ def detect(env: Mapping[str, str]) -> Found | None:
         )
     if low.value != high.value:
         raise DpwiseError(
-            f"environment variable {low.source}={env[low.source]!r} is an elastic range, which "
+            f"{variable(low.source, env)} is an elastic range, which "
             "needs a c10d rendezvous, but PET_RDZV_ENDPOINT is not set: give the PyTorchJob an "
             "elasticPolicy with rdzvBackend c10d (the operator then sets it), or a fixed node count"
         )
@@ -76,8 +76,7 @@ def _nodes(env: Mapping[str, str]) -> tuple[Sourced, Sourced]:
         low, high = 0, -1
     if not 1 <= low <= high:
         raise DpwiseError(
-            f"environment variable PET_NNODES={raw!r} is not a node count (N, or MIN:MAX for "
-            "an elastic job)"
+            f"{variable('PET_NNODES', env)} is not a node count (N, or MIN:MAX for an elastic job)"
         )
     return Sourced(low, name), Sourced(high, name)
 

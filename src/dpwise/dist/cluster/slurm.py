@@ -12,12 +12,20 @@ import re
 from collections.abc import Mapping
 
 from dpwise.dist.cluster import hostlist
-from dpwise.dist.cluster.found import Found, Sourced, first_integer, integer, job_port, master
+from dpwise.dist.cluster.found import (
+    Found,
+    Sourced,
+    first_integer,
+    integer,
+    job_port,
+    master,
+    variable,
+)
 from dpwise.errors import DpwiseError
 
 INTERACTIVE_NAMES = ("bash", "interactive")
 BATCH_STEP_IDS = ("batch", "4294967294")  # SLURM_BATCH_SCRIPT, where a version sets the id
-_TASKS_ITEM = re.compile(r"(\d+)(?:\(x(\d+)\))?\Z")
+_TASKS_ITEM = re.compile(r"(\d{1,9})(?:\(x(\d{1,9})\))?\Z")
 
 TASKS = ("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS")
 NODES = ("SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES")
@@ -114,14 +122,12 @@ def _hosts(env: Mapping[str, str], nnodes: Sourced) -> tuple[list[str], str]:
         if raw is None:
             continue
         try:
-            hosts = hostlist.expand(raw)
+            hosts = hostlist.expand(raw)  # counted first: a list too long is refused unexpanded
         except hostlist.BadHostlist as exc:
-            raise DpwiseError(
-                f"environment variable {name}={raw!r} is not a SLURM node list ({exc})"
-            ) from None
+            raise DpwiseError(f"{variable(name, env)} is not a SLURM node list ({exc})") from None
         if len(hosts) != nnodes.value:
             raise DpwiseError(
-                f"environment variable {name}={raw!r} names {len(hosts)} host(s), but "
+                f"{variable(name, env)} names {len(hosts)} host(s), but "
                 f"{nnodes.source}={nnodes.value}"
             )
         return hosts, name
@@ -131,13 +137,12 @@ def _hosts(env: Mapping[str, str], nnodes: Sourced) -> tuple[list[str], str]:
 def _tasks_per_node(env: Mapping[str, str], nnodes: Sourced, tasks: Sourced) -> list[Sourced]:
     """Each node's task count: SLURM's ``2(x3),1`` form, else a uniform count."""
     for name in TASKS_PER_NODE:
-        raw = env.get(name)
-        if raw is None:
+        if name not in env:
             continue
-        counts = parse_tasks_per_node(name, raw)
+        counts = parse_tasks_per_node(name, env)
         if len(counts) != nnodes.value or sum(counts) != tasks.value:
             raise DpwiseError(
-                f"environment variable {name}={raw!r} ({sum(counts)} task(s) on {len(counts)} "
+                f"{variable(name, env)} ({sum(counts)} task(s) on {len(counts)} "
                 f"node(s)) disagrees with {tasks.source}={tasks.value} on "
                 f"{nnodes.source}={nnodes.value}"
             )
@@ -159,15 +164,17 @@ def _tasks_per_node(env: Mapping[str, str], nnodes: Sourced, tasks: Sourced) -> 
     return [Sourced(share, f"{tasks.source} ÷ {nnodes.source}")] * nnodes.value
 
 
-def parse_tasks_per_node(name: str, raw: str) -> list[int]:
-    """SLURM's per-node task counts: ``2(x3),1`` is [2, 2, 2, 1]."""
-    counts: list[int] = []
-    for item in raw.split(","):
+def parse_tasks_per_node(name: str, env: Mapping[str, str]) -> list[int]:
+    """SLURM's per-node task counts: ``2(x3),1`` is [2, 2, 2, 1]; counted before it is
+    expanded (no more nodes than a node list may name)."""
+    items = []
+    for item in env[name].split(","):
         match = _TASKS_ITEM.match(item.strip())
         if match is None:
             raise DpwiseError(
-                f"environment variable {name}={raw!r} is not SLURM's tasks-per-node form "
-                "(e.g. 8(x2),4)"
+                f"{variable(name, env)} is not SLURM's tasks-per-node form (e.g. 8(x2),4)"
             )
-        counts += [int(match.group(1))] * int(match.group(2) or 1)
-    return counts
+        items.append((int(match.group(1)), int(match.group(2) or 1)))
+    if sum(times for _, times in items) > hostlist.MAX_SIZE:
+        raise DpwiseError(f"{variable(name, env)} counts more than {hostlist.MAX_SIZE} nodes")
+    return [count for count, times in items for _ in range(times)]

@@ -15,9 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dpwise.dist.cluster import elastic, kubeflow, mpi, skypilot, slurm
+from dpwise.dist.cluster import checks, elastic, kubeflow, mpi, skypilot, slurm
 from dpwise.dist.cluster.found import Found, Sourced
-from dpwise.dist.netaddr import resolve as resolve_host
 from dpwise.dist.netaddr import split_endpoint
 from dpwise.errors import DpwiseError
 
@@ -153,30 +152,26 @@ class Topology:
 
 def adopt(topo: Topology) -> None:
     """Make this process the worker the scheduler started (its variables, as torchrun's
-    workers have them); nothing to do in the other modes. Where the nodes meet must resolve:
-    a name that does not is one line naming where it came from, before anything starts."""
-
-    host = topo.values.get("master_addr") or topo.values.get("rdzv_endpoint")
-    several = topo.values.get("nnodes", Sourced(1, "")).value > 1
-    if topo.found is not None and host is not None and (several or topo.mode == "worker"):
-        name = host.value if "master_addr" in topo.values else split_endpoint(host.value)[0]
-        if resolve_host(name) is None:
-            source = host.source.split(",")[0]
-            said = f"{name!r} ({source})"
-            if source.isupper() or source.endswith("already set"):
-                said = f"environment variable {source.split()[0]}={name!r}"
-            raise DpwiseError(
-                f"{said} does not resolve to an address here: set MASTER_ADDR to a name or "
-                "address every node resolves, or give --rdzv-endpoint HOST:PORT"
-            )
+    workers have them); nothing to do in the other modes. Where the nodes meet was checked
+    when the topology was made (``meeting``)."""
     os.environ.update(topo.worker_environ())
 
 
+def meeting(topo: Topology, env: Mapping[str, str]) -> None:
+    """For a command that launches: where the nodes meet resolves here and, on one node, is
+    this node (checks.meeting); one line before anything starts, --dry-run included."""
+    checks.meeting(topo.values, topo.found, env)
+
+
 def resolve(given: Mapping[str, Any], env: Mapping[str, str], cluster: str = "auto") -> Topology:
-    """The topology from the flags the user gave (``given``: only those) and the environment."""
+    """The topology from the flags the user gave (``given``: only those) and the environment,
+    every value checked (checks.found, checks.endpoint) before it reaches torch."""
+    if given.get("rdzv_endpoint") is not None:
+        checks.endpoint(given["rdzv_endpoint"], f"--rdzv-endpoint {given['rdzv_endpoint']!r}")
     found = detect(env, cluster)
     if found is None:
         return Topology(found=None, mode="local", values=_flags(given))
+    checks.found(found, env)
     if found.scheduler == "torchrun" and cluster != "none" and "TORCHELASTIC_RUN_ID" in env:
         _check_nested(found, env)
     if found.per_device:

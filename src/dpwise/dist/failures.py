@@ -1,0 +1,115 @@
+"""What a launch's failure says: a worker that failed (its rank, exit code and error), one
+stopped for --timeout, the rendezvous lost under this node's launcher, and a collective that
+failed because a peer or its node went away; each one line for the command to print."""
+
+from __future__ import annotations
+
+import re
+
+from dpwise.dist import peers
+
+TIMED_OUT_MARKS = ("timed out", "timing out")  # gloo's and NCCL's collective timeouts
+
+
+class WorkerFailed(Exception):
+    """A worker died; carries the worker's own error text (traceback where recorded)."""
+
+    def __init__(self, rank: int, exitcode: int, message: str, details: str) -> None:
+        super().__init__(f"worker rank {rank} failed (exit code {exitcode}): {message}")
+        self.rank, self.exitcode, self.details = rank, exitcode, details
+
+
+class PeerStopped(WorkerFailed):
+    """A worker's process stayed stopped for --timeout seconds; dpwise killed it."""
+
+    def __init__(self, stopped: peers.Stopped, timeout: float) -> None:
+        Exception.__init__(
+            self,
+            f"worker rank {stopped.rank} (pid {stopped.pid}) hung: its process was stopped "
+            f"(SIGSTOP, Ctrl-Z, a debugger) for {stopped.seconds:.0f} s while the other workers "
+            f"waited for it (--timeout {timeout:g}); dpwise killed it and ended the run: find "
+            "what stops it, or raise --timeout if such pauses are expected",
+        )
+        self.rank, self.exitcode, self.details = stopped.rank, 1, ""
+
+
+class RendezvousLost(WorkerFailed):
+    """This node's launcher lost the rendezvous (its c10d store), or the nodes never met there:
+    torch raises from the launcher's own store calls, not from a worker. One line, exit 1."""
+
+    def __init__(self, exc: BaseException, endpoint: str | None, waited: float) -> None:
+        Exception.__init__(self, _rendezvous_lost(exc, endpoint, waited))
+        self.rank, self.exitcode, self.details = -1, 1, ""
+
+
+_UNREACHED_MARKS = ("trying to connect", "failed to connect")  # never met, not lost
+
+
+def _rendezvous_lost(exc: BaseException, endpoint: str | None, waited: float) -> str:
+    where = f"the rendezvous at {endpoint}" if endpoint else "the rendezvous"
+    root = exc
+    while root.__cause__ is not None:  # "See inner exception for details": the inner one
+        root = root.__cause__
+    said = ": ".join(filter(None, (type(root).__name__, first_line(str(root)))))
+    kind = type(exc).__name__
+    if kind == "RendezvousTimeoutError":
+        return (
+            f"the other nodes did not join {where} within {waited:g} s ({said}): start dpwise on "
+            "every node of the job, and check that each reaches the endpoint"
+        )
+    if kind == "RendezvousClosedError":
+        return f"{where} was closed ({said}): another node ended the job; check its log"
+    if any(mark in said.lower() for mark in _UNREACHED_MARKS):
+        return (
+            f"this node could not reach {where} ({said}): the node that hosts its c10d store "
+            "(the endpoint's host) did not start dpwise, died, or cannot be reached from here: "
+            "start dpwise on every node of the job, and check that each reaches the endpoint"
+        )
+    return (
+        f"this node lost {where} ({said}): the node that hosts its c10d store (the endpoint's "
+        "host) died or left the network, and the job cannot go on without it: check that "
+        "node's log"
+    )
+
+
+# A peer's process or node went away: its sockets closed under the collective, or the store
+# a worker reads went with its node (the error file's message begins with the error's type).
+LOST_MARKS = ("connection reset", "connection closed", "connection refused", "broken pipe",
+               "socket closed")  # fmt: skip
+NETWORK_ERRORS = ("DistNetworkError", "DistStoreError", "RendezvousConnectionError")
+
+
+def first_line(text: str) -> str:
+    """The error's first line, less gloo's source location and its boilerplate."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    first = re.sub(r"^\[[^\]]*\.(?:cc|cpp):\d+\]\s*", "", first)
+    return first.split(". This is typically")[0][:160]
+
+
+def lost_message(first: str, by: str) -> str:
+    return (
+        f"it lost its connection to the other workers ({first}); another worker died or its "
+        f"node went down: check the other workers' logs ({by})"
+    )
+
+
+def lost_peers(exc: BaseException, rank: int, timeout: float, by: str) -> WorkerFailed | None:
+    """A worker the scheduler started (no launcher of dpwise's watches it): its collective
+    failed because a peer died, hung or lost its node. One line naming what happened (None:
+    not a communication failure, which keeps its traceback)."""
+    import torch.distributed as dist
+
+    text = str(exc).strip()
+    first = first_line(text) or type(exc).__name__
+    lowered = text.lower()
+    if any(mark in lowered for mark in TIMED_OUT_MARKS):
+        message = (
+            f"it waited longer than --timeout {timeout:g} s for the other workers in a "
+            f"collective ({first}); another worker hung or its node stopped: check the other "
+            f"tasks' logs ({by}), or raise --timeout"
+        )
+    elif isinstance(exc, dist.DistError) or any(mark in lowered for mark in LOST_MARKS):
+        message = lost_message(first, by)
+    else:
+        return None
+    return WorkerFailed(rank, 1, message, "")

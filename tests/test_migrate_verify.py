@@ -189,3 +189,20 @@ def test_a_run_that_hangs_is_stopped_at_the_timeout_with_its_workers(tmp_path):
         verify(script, script.read_text(), steps=1, timeout=10)
     servers = {forkserver._forkserver._forkserver_pid, resource_tracker._resource_tracker._pid}
     assert descendants(os.getpid()) - before - servers == set(), "workers left running"
+
+
+def test_a_dead_weak_proxy_among_the_objects_is_no_model() -> None:
+    """The garbage collector lists weak proxies whose object is gone (left by earlier code in
+    the process); asking their class raises ReferenceError, which must not stop the search."""
+    import weakref
+
+    class Gone:
+        pass
+
+    gone = Gone()
+    kept = [weakref.proxy(gone)]  # a proxy that outlives its object, as a library's may
+    del gone
+    model = nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    assert owning_models(optimizer) == [model]
+    assert kept  # the dead proxy stayed listed while the models were searched

@@ -42,7 +42,7 @@ def owning_models(optimizer: Any) -> list[nn.Module]:
         return []
     with warnings.catch_warnings():  # isinstance on some of torch's lazy objects warns
         warnings.simplefilter("ignore")
-        modules = [obj for obj in gc.get_objects() if isinstance(obj, nn.Module)]
+        modules = [obj for obj in gc.get_objects() if _is_module(obj)]
     holders = [m for m in modules if any(p is first for p in m.parameters())]
     inner = {id(m) for h in holders for m in h.modules() if m is not h}
     models: dict[int, nn.Module] = {}
@@ -51,6 +51,15 @@ def owning_models(optimizer: Any) -> list[nn.Module]:
             model = _unwrap(holder)
             models[id(model)] = model
     return list(models.values())
+
+
+def _is_module(obj: object) -> bool:
+    """isinstance, where a weak proxy whose object is gone (the garbage collector still lists
+    it) is no module rather than a ReferenceError."""
+    try:
+        return isinstance(obj, nn.Module)
+    except ReferenceError:
+        return False
 
 
 def _training_batchnorm(model: nn.Module) -> list[Layer]:

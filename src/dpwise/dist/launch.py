@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from dpwise.dist import forking, netaddr, peers
+from dpwise.dist import agentlink, forking, netaddr, peers
 from dpwise.dist.settings import LaunchSettings
 from dpwise.errors import DpwiseError
 from dpwise.infra import interrupts, scratch
@@ -56,6 +56,28 @@ class PeerStopped(WorkerFailed):
             "what stops it, or raise --timeout if such pauses are expected",
         )
         self.rank, self.exitcode, self.details = stopped.rank, 1, ""
+
+
+class RendezvousLost(WorkerFailed):
+    """This node's launcher lost the rendezvous (the store another node hosts), or the nodes
+    never met there: one line naming the endpoint."""
+
+    def __init__(self, exc: BaseException, endpoint: str, timeout: float, started: bool) -> None:
+        cause = _first_line(str(exc.__cause__ or exc)) or type(exc).__name__
+        if started:
+            message = (
+                f"this node lost the rendezvous at {endpoint} while its workers ran ({cause}): "
+                "the node that hosts it went down, or the network to it was cut (no answer "
+                f"within --timeout {timeout:g} s); this node's workers were stopped: check that "
+                "node, then start the command again on every node"
+            )
+        else:
+            message = (
+                f"the nodes did not meet at the rendezvous {endpoint} ({cause}): start the same "
+                "command on every node, with an endpoint each of them reaches"
+            )
+        Exception.__init__(self, message)
+        self.rank, self.exitcode, self.details = -1, 1, ""
 
 
 def node_network(cfg: LaunchSettings) -> netaddr.NodeNetwork | None:
@@ -110,6 +132,7 @@ def launch(
     """
     from torch.distributed.elastic.multiprocessing import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous import RendezvousError
     from torch.distributed.launcher.api import elastic_launch
 
     interrupts.check()
@@ -126,7 +149,8 @@ def launch(
         _environ(_WATCHDOG_DIR, str(folder)),
         _environ(_FRESH_STORE_PER_ATTEMPT, fresh_store),
         interrupts.handlers_kept(),
-        peers.PeerWatch(folder, timeout) as watch,  # its thread takes the signals meanwhile
+        agentlink.AgentLink(timeout) as link,  # the store's connections: bounded, quiet
+        peers.PeerWatch(folder, timeout, running=link.running) as watch,  # takes the signals
         interrupts.children_held(),  # workers start with Ctrl-C held until run_guarded
     ):
         config = launch_config(cfg, net)  # inside the folder: the agent's log_dir is made here
@@ -138,6 +162,9 @@ def launch(
             raise interrupts.Interrupted(exc.sigval) from None
         except ChildFailedError as exc:
             raise _failure(exc, folder, watch.suspect(), timeout) from None
+        except RendezvousError as exc:  # the store's node went away, or the nodes never met
+            raise RendezvousLost(exc, config.rdzv_endpoint, timeout, bool(peers.registered(folder))
+                                 ) from None  # fmt: skip
 
 
 # A peer's process or node went away: its sockets closed under the collective.
@@ -148,7 +175,7 @@ _LOST_MARKS = ("connection reset", "connection closed", "connection refused", "b
 def _first_line(text: str) -> str:
     """The error's first line, less gloo's source location and its boilerplate."""
     first = text.strip().splitlines()[0] if text.strip() else ""
-    first = re.sub(r"^\[[^\]]*\.(?:cc|cpp):\d+\]\s*", "", first)
+    first = re.sub(r"\[[^\]]*\.(?:cc|cpp|hpp|h):\d+\]\s*", "", first)
     return first.split(". This is typically")[0][:160]
 
 
@@ -200,13 +227,14 @@ def _failure(exc: Any, folder: Path, stopped: peers.Stopped | None, timeout: flo
     message, details = _failure_text(failure.message)
     if message.startswith(_USAGE_PREFIX):
         return DpwiseError(message[len(_USAGE_PREFIX) :])
-    if any(mark in message.lower() for mark in _TIMED_OUT_MARKS):
+    if any(mark in message.lower() for mark in _TIMED_OUT_MARKS):  # a fault: no traceback
         message = (
             f"it waited longer than --timeout {timeout:g} s for the other workers in a collective "
-            f"({message.strip().splitlines()[0][:160]}); another worker hung, runs far slower or "
-            "lost its connection: check the other workers (and nodes), or raise --timeout"
+            f"({_first_line(message)}); another worker hung, runs far slower or lost its "
+            "connection: check the other workers (and nodes), or raise --timeout"
         )
-    elif any(mark in message.lower() for mark in _LOST_MARKS):  # a peer's node went away
+        return WorkerFailed(rank, failure.exitcode, message, "")
+    if any(mark in message.lower() for mark in _LOST_MARKS):  # a peer's node went away
         return WorkerFailed(
             rank, failure.exitcode, _lost_message(_first_line(message), "all nodes"), ""
         )

@@ -182,3 +182,27 @@ def test_c10ds_warnings_are_quiet_only_while_the_workers_run(monkeypatch):
     with agentlink.AgentLink(5) as link:
         link.running(time.monotonic())
         assert flag.value == before
+
+
+def test_a_lost_rendezvous_is_one_line_naming_the_endpoint():
+    from torch.distributed.elastic.rendezvous import RendezvousConnectionError
+
+    from dpwise.dist.launch import RendezvousLost, WorkerFailed
+
+    try:
+        try:
+            raise RuntimeError("Connection timed out\nException raised from recvBytes at x.hpp:1")
+        except RuntimeError as inner:
+            raise RendezvousConnectionError(
+                "The connection to the C10d store has failed"
+            ) from inner
+    except RendezvousConnectionError as exc:
+        lost = RendezvousLost(exc, "10.0.0.1:29400", 20, started=True)
+        never = RendezvousLost(exc, "10.0.0.1:29400", 20, started=False)
+    assert isinstance(lost, WorkerFailed) and lost.details == ""  # the cli prints no traceback
+    for error in (lost, never):
+        said = str(error)
+        assert len(said.splitlines()) == 1
+        assert "10.0.0.1:29400" in said and "(Connection timed out)" in said
+    assert "while its workers ran" in str(lost) and "--timeout 20 s" in str(lost)
+    assert str(never).startswith("the nodes did not meet at the rendezvous 10.0.0.1:29400")

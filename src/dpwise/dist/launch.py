@@ -63,13 +63,14 @@ class RendezvousLost(WorkerFailed):
     never met there: one line naming the endpoint."""
 
     def __init__(self, exc: BaseException, endpoint: str, timeout: float, started: bool) -> None:
-        cause = _first_line(str(exc.__cause__ or exc)) or type(exc).__name__
+        cause = _first_line(str(exc.__cause__ or exc)).rstrip(".") or type(exc).__name__
         if started:
             message = (
                 f"this node lost the rendezvous at {endpoint} while its workers ran ({cause}): "
-                "the node that hosts it went down, or the network to it was cut (no answer "
-                f"within --timeout {timeout:g} s); this node's workers were stopped: check that "
-                "node, then start the command again on every node"
+                "the node that hosts it went down, its dpwise ended, or the network to it was "
+                f"cut (a silent connection is given up after --timeout {timeout:g} s); this "
+                "node's workers were stopped: check that node, then start the command again on "
+                "every node"
             )
         else:
             message = (

@@ -37,9 +37,31 @@ class RendezvousLost(WorkerFailed):
     """This node's launcher lost the rendezvous (its c10d store), or the nodes never met there:
     torch raises from the launcher's own store calls, not from a worker. One line, exit 1."""
 
-    def __init__(self, exc: BaseException, endpoint: str | None, waited: float) -> None:
-        Exception.__init__(self, _rendezvous_lost(exc, endpoint, waited))
+    def __init__(self, exc: BaseException, endpoint: str | None, waited: float,
+                 timeout: float | None = None, started: bool = False) -> None:  # fmt: skip
+        said = (
+            _lost_while_running(exc, endpoint, timeout)
+            if started
+            else _rendezvous_lost(exc, endpoint, waited)
+        )
+        Exception.__init__(self, said)
         self.rank, self.exitcode, self.details = -1, 1, ""
+
+
+def _lost_while_running(exc: BaseException, endpoint: str | None, timeout: float | None) -> str:
+    """The store's node went away (killed, down, its network cut) after the workers started."""
+    where = f"the rendezvous at {endpoint}" if endpoint else "the rendezvous"
+    cause = first_line(str(exc.__cause__ or exc)).rstrip(".") or type(exc).__name__
+    bound = (
+        ""
+        if timeout is None
+        else f" (a silent connection is given up after --timeout {timeout:g} s)"
+    )
+    return (
+        f"this node lost {where} while its workers ran ({cause}): the node that hosts it went "
+        f"down, its dpwise ended, or the network to it was cut{bound}; this node's workers "
+        "were stopped: check that node, then start the command again on every node"
+    )
 
 
 _UNREACHED_MARKS = ("trying to connect", "failed to connect")  # never met, not lost

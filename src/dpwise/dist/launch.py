@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from dpwise.dist import forking, netaddr, peers
+from dpwise.dist import agentlink, forking, netaddr, peers
 from dpwise.dist.failures import (
     LOST_MARKS,
     NETWORK_ERRORS,
@@ -128,7 +128,8 @@ def launch(
         _environ(_WATCHDOG_DIR, str(folder)),
         _environ(_FRESH_STORE_PER_ATTEMPT, fresh_store),
         interrupts.handlers_kept(),
-        peers.PeerWatch(folder, timeout) as watch,  # its thread takes the signals meanwhile
+        agentlink.AgentLink(timeout) as link,  # the store's connections: bounded, quiet
+        peers.PeerWatch(folder, timeout, running=link.running) as watch,  # takes the signals
         interrupts.children_held(),  # workers start with Ctrl-C held until run_guarded
     ):
         config = launch_config(cfg, net)  # inside the folder: the agent's log_dir is made here
@@ -141,7 +142,9 @@ def launch(
         except ChildFailedError as exc:
             raise _failure(exc, folder, watch.suspect(), timeout) from None
         except (RendezvousError, DistError) as exc:  # the agent's own store calls
-            raise RendezvousLost(exc, cfg.rdzv_endpoint, meeting_s(cfg)) from None
+            started = bool(peers.registered(folder))  # its workers ran: lost, not unmet
+            raise RendezvousLost(exc, cfg.rdzv_endpoint, meeting_s(cfg), timeout, started
+                                 ) from None  # fmt: skip
 
 
 def _gloo_interface(net: netaddr.NodeNetwork | None) -> str | None:
@@ -163,13 +166,14 @@ def _failure(exc: Any, folder: Path, stopped: peers.Stopped | None, timeout: flo
     message, details = _failure_text(failure.message)
     if message.startswith(_USAGE_PREFIX):
         return DpwiseError(message[len(_USAGE_PREFIX) :])
-    if any(mark in message.lower() for mark in TIMED_OUT_MARKS):
+    if any(mark in message.lower() for mark in TIMED_OUT_MARKS):  # a fault: no traceback
         message = (
             f"it waited longer than --timeout {timeout:g} s for the other workers in a collective "
-            f"({message.strip().splitlines()[0][:160]}); another worker hung, runs far slower or "
-            "lost its connection: check the other workers (and nodes), or raise --timeout"
+            f"({first_line(message)}); another worker hung, runs far slower or lost its "
+            "connection: check the other workers (and nodes), or raise --timeout"
         )
-    elif any(mark in message.lower() for mark in LOST_MARKS) or message.startswith(NETWORK_ERRORS):
+        return WorkerFailed(rank, failure.exitcode, message, "")
+    if any(mark in message.lower() for mark in LOST_MARKS) or message.startswith(NETWORK_ERRORS):
         return WorkerFailed(
             rank, failure.exitcode, lost_message(first_line(message), "all nodes"), ""
         )

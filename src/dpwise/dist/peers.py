@@ -16,6 +16,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,10 +68,17 @@ class Stopped:
 
 
 class PeerWatch:
-    """A thread that kills a worker stopped for ``limit_s`` and remembers which one it was."""
+    """A thread that kills a worker stopped for ``limit_s`` and remembers which one it was;
+    ``running(now)`` is called at every look while this launch's workers are registered."""
 
-    def __init__(self, folder: Path, limit_s: float, poll_s: float = POLL_S) -> None:
-        self.folder, self.limit_s, self.poll_s = folder, limit_s, poll_s
+    def __init__(
+        self,
+        folder: Path,
+        limit_s: float,
+        poll_s: float = POLL_S,
+        running: Callable[[float], None] | None = None,
+    ) -> None:
+        self.folder, self.limit_s, self.poll_s, self.running = folder, limit_s, poll_s, running
         self.stopped: Stopped | None = None  # the worker this watch killed
         self._since: dict[int, tuple[int, float]] = {}  # pid → (rank, first seen stopped)
         self._lock = threading.Lock()
@@ -96,7 +104,10 @@ class PeerWatch:
             if now - self._last > _GAP * self.poll_s:
                 self._since.clear()  # this process itself was stopped: nobody watched meanwhile
             self._last = now
-            for rank, pid in sorted(registered(self.folder).items()):
+            workers = registered(self.folder)
+            if workers and self.running is not None:
+                self.running(now)
+            for rank, pid in sorted(workers.items()):
                 state = child_state(pid)
                 if state is None:
                     continue  # gone: if it was stopped, it stays a suspect

@@ -67,9 +67,10 @@ def run_tune(cfg: TuneConfig, command: str) -> int:
             j.stopped = "interrupted" if isinstance(exc, Interrupted) else "failed"
             j.in_flight = None
             journal.write(cfg.out, j)
-            if saved is None and not journal.measured(cfg.out, j):
-                _remove(cfg, created)  # nothing measured yet: nothing half-written
-                raise
+            if not journal.measured(cfg.out, j) and (saved is None or cfg.nnodes > 1):
+                if cfg.nnodes == 1:
+                    _remove(cfg, created)  # nothing measured yet: nothing half-written
+                raise  # several nodes: rank 0's --out may hold it; --resume needs every node's
             _, paths = _publish(cfg, j, command)
             if not cfg.quiet:
                 what = "interrupted" if isinstance(exc, Interrupted) else "stopped"

@@ -73,21 +73,29 @@ def _remove_live() -> None:
 atexit.register(_remove_live)
 
 
-def leftovers() -> list[str]:
-    """Namespaces and links of this harness that exist now (a test asserts none remain)."""
+def leftovers(tag: str = "") -> list[str]:
+    """Namespaces and links of this harness that exist now (a test asserts none remain): those
+    of the pair ``tag`` (NetPair.tag; other tests' pairs may live meanwhile), or of every pair."""
+    mine = PREFIX + tag
     names = [line.split()[0] for line in _ip("netns", "list", check=False).stdout.splitlines()]
     links = _ip("-o", "link", "show", check=False).stdout
-    found = [n for n in names if n.startswith(PREFIX)]
-    found += [part.split("@")[0].rstrip(":") for part in links.split() if part.startswith(PREFIX)]
+    found = [n for n in names if n.startswith(mine)]
+    found += [part.split("@")[0].rstrip(":") for part in links.split() if part.startswith(mine)]
     return found
 
 
-def sweep() -> list[str]:
-    """Remove namespaces an earlier run of this harness left (its process was SIGKILLed)."""
+def tag_of(name: str) -> str:
+    """The pair's tag in one of its namespace or link names."""
+    return name[len(PREFIX) : len(PREFIX) + 6]
+
+
+def sweep(tag: str = "") -> list[str]:
+    """Remove the namespaces of the pair ``tag`` (or of every pair) that a SIGKILLed run of this
+    harness left; a live pair of another test is left alone when a tag is given."""
     stale = [
         line.split()[0]
         for line in _ip("netns", "list", check=False).stdout.splitlines()
-        if line.startswith(PREFIX)
+        if line.startswith(PREFIX + tag)
     ]
     for ns in stale:
         _delete(ns)

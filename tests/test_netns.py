@@ -54,7 +54,7 @@ def test_ddp_across_two_namespaces_trains_like_one_process(tmp_path):
     said = "\n".join(outputs)
     assert f"({net.addr['a']})" in said and f"({net.addr['b']})" in said  # the run names them
     assert f"from {net.addr['b']} on {net.dev['b']}; another node hosts" in said
-    assert netlab.leftovers() == []
+    assert netlab.leftovers(net.tag) == []
 
 
 @needs_netns
@@ -62,7 +62,7 @@ def test_an_exception_inside_the_pair_removes_it():
     with pytest.raises(RuntimeError), netlab.NetPair(rate="50mbit") as net:
         assert net.run("a", ["ip", "-o", "addr"]).stdout.count(net.addr["a"]) == 1
         raise RuntimeError("a failing test")
-    assert netlab.leftovers() == []
+    assert netlab.leftovers(net.tag) == []
 
 
 _HOLDER = """
@@ -84,20 +84,22 @@ def test_a_signal_to_the_holder_removes_the_pair(sig):
     code = _HOLDER.format(tests=str(Path(__file__).parent))
     holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
-        assert holder.stdout.readline().split()[0] == "ready"
-        assert len(netlab.leftovers()) >= 2
+        ready, *names = holder.stdout.readline().split()
+        assert ready == "ready"
+        tag = netlab.tag_of(names[0])
+        assert len(netlab.leftovers(tag)) >= 2
         holder.send_signal(sig)
         holder.wait(timeout=60)
     finally:
         if holder.poll() is None:  # it did not exit: what it left must not fail the next test
             holder.kill()
             holder.wait()
-            netlab.sweep()
+            netlab.sweep(tag)
     assert holder.returncode != 0
     deadline = time.monotonic() + 10
-    while netlab.leftovers() and time.monotonic() < deadline:
+    while netlab.leftovers(tag) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert netlab.leftovers() == []
+    assert netlab.leftovers(tag) == []
 
 
 @needs_netns
@@ -110,8 +112,9 @@ def test_sweep_removes_what_a_killed_holder_left():
     finally:
         holder.kill()  # SIGKILL: no handler runs
         holder.wait(timeout=60)
-    assert set(left) <= set(netlab.sweep())  # its two namespaces (and any older leftovers)
-    assert netlab.leftovers() == []
+    tag = netlab.tag_of(left[0])  # another test's pair may live meanwhile: only this one goes
+    assert set(left) == set(netlab.sweep(tag))  # its two namespaces
+    assert netlab.leftovers(tag) == []
 
 
 @needs_netns
@@ -143,4 +146,4 @@ def test_probe_link_across_two_hosts_reads_the_shaped_rate(tmp_path):
     # tbf lets nothing through faster than its rate beyond one bucket (4 ms of traffic)
     assert largest["busbw_bytes_per_s"] * 8 <= rate_bits * 1.03
     assert largest["busbw_bytes_per_s"] * 8 >= rate_bits * 0.5  # the link, not loopback
-    assert netlab.leftovers() == []
+    assert netlab.leftovers(net.tag) == []

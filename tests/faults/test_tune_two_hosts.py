@@ -145,7 +145,7 @@ def test_a_lost_node_ends_the_search_with_what_was_measured_and_resume_finishes(
     doc = json.loads((out["a"] / "results.json").read_text())
     assert doc["stopped"] == "finished" and doc["rounds"] > kept["rounds"]
     assert doc["timing"]["sessions"] == 2
-    assert netlab.leftovers() == []
+    assert netlab.leftovers(net.tag) == []
 
 
 def test_the_launchers_connections_give_up_on_a_silent_peer_after_the_timeout():

@@ -53,8 +53,8 @@ docs-check: $(STAMP)
 	  else cat "$$tmp/log"; exit 1; fi
 
 # The suite runs on PYTEST_WORKERS processes (pytest-xdist), a test file on one of them: a
-# module's fixture is made once, and the network-namespace tests (each sweeps away the pairs it
-# finds) never meet. It prints the ten slowest tests. The lint (ruff, the layer contracts) and the
+# module's fixture is made once; network-namespace tests of several files may run at once, each
+# looking only at its own pair (tests/netlab.py). It prints the ten slowest tests. The lint (ruff, the layer contracts) and the
 # docs' strict build run beside it (their lines come after the suite's); any failing fails the
 # target.
 PYTEST = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=10

@@ -3,7 +3,6 @@ files and results.json stay in --out (a folder it created included); one line, e
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
@@ -12,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import disks
 import pytest
 
 from conftest import child_env
@@ -24,27 +24,8 @@ COMPARE = ["compare", "--model", "userpkg:tiny_model", "--data", "userpkg:tiny_d
 @pytest.fixture
 def small_fs(tmp_path: Path):
     """A real 4 MiB tmpfs: room for the runs and their traces, filled by the test."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
-                       check=True, capture_output=True, timeout=30)  # fmt: skip
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root and mount rights): {exc}")
-    try:
+    with disks.tmpfs(tmp_path / "small", "4m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False, timeout=30)
-
-
-def _fill(folder: Path) -> None:
-    with open(folder / "ballast", "wb") as fh:
-        try:
-            while True:
-                fh.write(b"\0" * 65536)
-                fh.flush()
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC, exc
 
 
 def test_a_disk_filled_while_the_report_is_written_keeps_the_runs(small_fs: Path) -> None:
@@ -58,7 +39,7 @@ def test_a_disk_filled_while_the_report_is_written_keeps_the_runs(small_fs: Path
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "compare never swapped its runs in"
             time.sleep(0.002)
-        _fill(small_fs)  # the plots and the report are still to come
+        disks.fill(small_fs)  # the plots and the report are still to come
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import disks
 import pytest
 import torch
 
@@ -29,21 +30,8 @@ def _one_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
 @pytest.fixture
 def full_fs(tmp_path: Path):
     """A real 64 KiB tmpfs: the smallest file system that fills up."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    try:
-        subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root and mount rights): {exc}")
-    try:
+    with disks.tmpfs(tmp_path / "small", "64k") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False, timeout=30)
 
 
 def _leftovers(folder: Path) -> list[str]:

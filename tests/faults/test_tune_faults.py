@@ -4,7 +4,6 @@ copied to another machine, continues; a worker killed with kill -9 leaves no tem
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
@@ -14,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import disks
 import pytest
 from live_run import LiveRun
 
@@ -67,30 +67,8 @@ def _one_line(err: str) -> str:
 @pytest.fixture
 def small_fs(tmp_path: Path):
     """A real 1 MiB tmpfs: room for a tiny search, filled by the test."""
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
-                       check=True, capture_output=True, timeout=30)  # fmt: skip
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root and mount rights): {exc}")
-    try:
+    with disks.tmpfs(tmp_path / "small", "1m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False, timeout=30)
-
-
-def _fill(folder: Path) -> Path:
-    """Write until the file system is full, to the last byte."""
-    ballast = folder / "ballast"
-    with open(ballast, "wb") as fh:
-        try:
-            while True:
-                fh.write(b"\0" * 65536)
-                fh.flush()
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC, exc
-    return ballast
 
 
 @pytest.mark.slow
@@ -99,7 +77,7 @@ def test_a_disk_filled_mid_search_keeps_what_was_measured_and_resume_finishes(sm
     proc = _start(str(out), tmp_path, tmp_path / "tmp")
     try:
         _wait_rounds(proc, out, 1)
-        ballast = _fill(small_fs)
+        ballast = disks.fill(small_fs)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:

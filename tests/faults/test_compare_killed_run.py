@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from live_run import LiveRun, survivors
 
-from dpwise.dist import forking
+from dpwise.dist import tether
 from dpwise.infra import scratch
 
 ENDS_WITHIN_S = 1.0
@@ -31,7 +31,7 @@ class _Parent:
 
 
 def _tied_child(parent_ends_first: bool) -> tuple[int, int]:
-    """A child tied (forking's after-fork tie) to a pipe's write end, which this test holds as
+    """A child tied (the tether's after-fork tie) to a pipe's write end, which this test holds as
     its starter would: (child pid, the write end), once the tie holds."""
     read_end, write_end = os.pipe()
     tied_r, tied_w = os.pipe()
@@ -43,7 +43,7 @@ def _tied_child(parent_ends_first: bool) -> tuple[int, int]:
             if not parent_ends_first:
                 os.close(write_end)  # its starter's end is not the child's
             multiprocessing.process._parent_process = _Parent(read_end)  # type: ignore[attr-defined]
-            forking._tie_to_parent(None)
+            tether._tie_to_parent(None)
             os.write(tied_w, b"1")
             time.sleep(30)
         finally:

@@ -17,7 +17,7 @@ A process the server forked (a compare run) that launches workers of its own for
 same server (``lend`` in the parent, ``borrow`` in the child): a server of its own would import
 torch again (three to five seconds of a core per launched run).
 
-Nothing it starts outlives the command, however the command ends (``tether``): the kernel ends
+Nothing it starts outlives the command, however the command ends (``dist.tether``): the kernel ends
 the server when the command dies (PR_SET_PDEATHSIG), and every process the server forks when the
 server dies, so a kill -9 of the command ends the whole tree, the way a clean exit does. A
 process group would not do it: a kill -9 reaches one process, and nobody would be left to signal
@@ -25,7 +25,7 @@ the group; a watcher thread in each process would miss a stopped or hung command
 told of the command's death, first ends its children and removes the command's temporary
 folders (``infra.scratch``), then exits.
 
-Nor does a process outlive the process that asked the server for it (``_tie_to_parent``): a
+Nor does a process outlive the process that asked the server for it (``tether``): a
 launched worker ends with its launcher (a compare run's elastic agent), not only with the server,
 which is its parent for the kernel. multiprocessing gives the started process the read end of a
 pipe whose only writer is the process that started it (its ``parent_process().sentinel``); the
@@ -48,8 +48,7 @@ import signal
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dpwise.infra import scratch
-from dpwise.infra.scratch import alive
+from dpwise.dist import tether  # noqa: F401  (the server's preload imports it here)
 
 # The environment this module was imported with: in the fork server, the server's own (this
 # module is its first import), which every process it forks starts from.
@@ -59,11 +58,6 @@ _STOP_AT_EXIT: list[Any] = []  # the exit hook, once registered
 _BORROWED: list[int] = []  # the pid of the parent's server this process forks from (borrow)
 # What the server imports before it forks anything; a command adds its own worker module.
 PRELOAD = ["dpwise.dist.forking", "torch", "torch._dynamo"]
-_PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
-# The signal the kernel sends the server when the command dies: not SIGTERM or SIGINT, which
-# the server holds (interrupts.children_held) so that its children start with them held.
-_ORPHANED = signal.SIGHUP
-_REAP_S = 5.0  # how long the orphaned server waits for its killed children
 
 
 def start_method() -> str:
@@ -259,165 +253,3 @@ def adopt(environ: dict[str, str]) -> None:
     os.environ.clear()
     os.environ.update(environ)
     os.environ.update(own)
-
-
-# -- the tether: nothing dpwise starts outlives the command ---------------------------------------
-_libc: list[Any] = []
-_forker: list[int] = [0]  # the process about to fork (os.register_at_fork's "before")
-_server: dict[str, int] = {}  # in the fork server: its pid, its parent's
-
-
-def _death_signal(signum: int) -> None:
-    """Ask the kernel for ``signum`` when this process's parent dies (Linux; a no-op elsewhere)."""
-    if not _libc:
-        try:
-            import ctypes
-
-            _libc.append(ctypes.CDLL(None, use_errno=True))
-        except (ImportError, OSError):
-            _libc.append(None)
-    libc = _libc[0]
-    if libc is not None and hasattr(libc, "prctl"):
-        libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
-
-
-def _in_fork_server() -> bool:
-    """True while multiprocessing's fork server imports its preload (this module first)."""
-    import sys
-
-    server = sys.modules.get("multiprocessing.forkserver")
-    code = getattr(getattr(server, "main", None), "__code__", None)
-    frame = sys._getframe()
-    while frame is not None:
-        if frame.f_code is code:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _tether_server() -> None:
-    """In the fork server: end with the command; have every process forked from here (and from
-    those) end with its parent."""
-    _server.update(pid=os.getpid(), parent=os.getppid())
-    signal.signal(_ORPHANED, _orphaned)
-    _death_signal(_ORPHANED)
-    os.register_at_fork(before=_before_fork, after_in_child=_tether_child)
-    if not alive(_server["parent"]) or _server["parent"] == 1:  # died before the tether held
-        _orphaned(int(_ORPHANED), None)
-
-
-def _before_fork() -> None:
-    _forker[0] = os.getpid()
-
-
-def _tether_child() -> None:
-    """Right after a fork, in the child: SIGKILL when the parent dies; the server's handler is
-    not this process's."""
-    with contextlib.suppress(ValueError, OSError):
-        if signal.getsignal(_ORPHANED) is _orphaned:
-            signal.signal(_ORPHANED, signal.SIG_DFL)
-    _death_signal(signal.SIGKILL)
-    if os.getppid() != _forker[0]:  # the parent died between the fork and the line above
-        os._exit(1)
-
-
-def _orphaned(signum: int, frame: Any) -> None:
-    """The server's handler: when the command has died, end its processes, remove its temporary
-    folders, and exit. The same signal from anyone else, while the command lives, is ignored."""
-    if os.getpid() != _server.get("pid"):  # a child not yet past _tether_child
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-        return
-    if os.getppid() == _server["parent"] and alive(_server["parent"]):
-        return
-    _end_children()
-    scratch.remove_of(scratch.command_pid())
-    _remove_listener_folder()
-    os._exit(0)
-
-
-def _end_children() -> None:
-    """SIGKILL every child of this process, and reap them (bounded: a child in the kernel's
-    uninterruptible sleep is left to the kernel)."""
-    import time
-
-    children = _children(os.getpid())
-    for pid in children:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + _REAP_S
-    while children and time.monotonic() < deadline:
-        for pid in list(children):
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                done = pid
-            if done:
-                children.remove(pid)
-        time.sleep(0.01)
-
-
-def _children(parent: int) -> list[int]:
-    """The pids whose parent is ``parent`` (from /proc; none where there is no /proc)."""
-    found = []
-    try:
-        entries = [e for e in os.listdir("/proc") if e.isdigit()]
-    except OSError:
-        return found
-    for entry in entries:
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 1 and int(fields[1]) == parent:
-            found.append(int(entry))
-    return found
-
-
-def _remove_listener_folder() -> None:
-    """multiprocessing's folder for the server's socket (``pymp-*``): its owner, the command,
-    removes it at exit, which a kill -9 skips."""
-    import shutil
-    from multiprocessing import forkserver
-
-    address = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_address", None)
-    if isinstance(address, str):
-        folder = os.path.dirname(address)
-        if os.path.basename(folder).startswith("pymp-"):
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _tie_to_parent(_anchor: object) -> None:
-    """In a process the server forked, once multiprocessing has read what to run (after it, no
-    more is written on the pipe): SIGKILL from the kernel when the process that started this one
-    dies (see the module's docstring). Linux; a no-op elsewhere."""
-    import fcntl
-    import multiprocessing.process
-    import select
-
-    parent = multiprocessing.process.parent_process()
-    fd = getattr(parent, "sentinel", None)
-    set_signal = getattr(fcntl, "F_SETSIG", None)
-    if fd is None or set_signal is None:
-        return
-    try:
-        fcntl.fcntl(fd, fcntl.F_SETOWN, os.getpid())
-        fcntl.fcntl(fd, set_signal, int(signal.SIGKILL))
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
-        watch = select.poll()
-        watch.register(fd, select.POLLHUP)
-        gone = watch.poll(0)  # it died before the tie held
-    except OSError:
-        return
-    if gone:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-if _in_fork_server():
-    import multiprocessing.util
-
-    _tether_server()
-    # inherited by every process the server forks; run there by multiprocessing's bootstrap,
-    # after it has read the process's target (the function is its own anchor: never collected)
-    multiprocessing.util.register_after_fork(_tie_to_parent, _tie_to_parent)

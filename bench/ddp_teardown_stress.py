@@ -108,8 +108,8 @@ def _cycle(order: str, port: int) -> None:
     """One train + teardown in this worker, on a fresh process group at ``port``."""
     import torch.distributed as dist
 
-    from dpwise.dist.env import DistEnv
     from dpwise.infra.hardware import Hardware
+    from dpwise.launch.env import DistEnv
     from dpwise.strategies import make_strategy
     from dpwise.train import engine
     from dpwise.train.config import TrainConfig

@@ -28,7 +28,7 @@ import netlab  # noqa: E402
 SLURM = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "job", "SLURM_STEP_ID": "0",
          "SLURM_NNODES": "2", "SLURM_NTASKS": "2", "SLURM_NODEID": "1", "SLURM_PROCID": "1",
          "SLURM_LOCALID": "0", "SLURM_NTASKS_PER_NODE": "1"}  # fmt: skip
-MEETING_S = 60  # the least time the nodes wait to meet (dist.launch)
+MEETING_S = 60  # the least time the nodes wait to meet (launch.elastic)
 
 
 def trial(timeout: int) -> dict[str, object]:

@@ -20,8 +20,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from dpwise.dist.env import DistEnv
 from dpwise.infra.hardware import Hardware, configure_threads
+from dpwise.launch.env import DistEnv
 from dpwise.strategies.ddp import DDPStrategy
 from dpwise.strategies.single import SingleStrategy
 from dpwise.train.config import TrainConfig

@@ -11,7 +11,7 @@ from dpwise.compare.matrix import RunSpec
 from dpwise.compare.measurement import profiled_probe
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.worker import _plan
-from dpwise.dist.env import DistEnv
+from dpwise.launch.env import DistEnv
 from dpwise.strategies import make_strategy, reference
 from dpwise.workload.spec import workload_for
 

@@ -6,8 +6,8 @@ import pytest
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 
 from conftest import free_port, load_state, max_abs_diff
-from dpwise.dist.env import DistEnv
 from dpwise.infra.hardware import Hardware
+from dpwise.launch.env import DistEnv
 from dpwise.strategies.ddp import DDPStrategy
 from dpwise.train.config import TrainConfig
 from dpwise.train.engine import train

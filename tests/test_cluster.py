@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from dpwise.dist.cluster import hostlist
-from dpwise.dist.cluster.topology import detect, meeting, resolve
-from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.launch.cluster import hostlist
+from dpwise.launch.cluster.topology import detect, meeting, resolve
+from dpwise.launch.env import DistEnv
 
 hostlist_ref = pytest.importorskip("hostlist")  # python-hostlist, the reference (dev extra)
 

@@ -108,7 +108,7 @@ def _name(pid: int) -> str:
 def test_run_processes_fork_from_a_server_that_preloaded_torch():
     """Each run process would otherwise import torch and torch._dynamo itself (seconds each)."""
     from dpwise.compare.settings import RUN_MODULE
-    from dpwise.dist import forking
+    from dpwise.launch import forking
 
     ctx = forking.context(RUN_MODULE)
     assert ctx.get_start_method() == "forkserver"
@@ -120,7 +120,7 @@ def test_the_fork_server_starts_before_the_command_imports_torch():
     import sys
 
     code = (
-        "import sys, dpwise.cli, dpwise.commands.compare, dpwise.dist.forking as f; "
+        "import sys, dpwise.cli, dpwise.commands.compare, dpwise.launch.forking as f; "
         "assert 'torch' not in sys.modules, 'torch imported too early'; "
         "f.ensure_running(); print('ok')"
     )

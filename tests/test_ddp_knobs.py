@@ -82,7 +82,7 @@ def test_the_knobs_reach_distributed_data_parallel(monkeypatch):
     from torch import nn
 
     from conftest import free_port
-    from dpwise.dist.env import DistEnv
+    from dpwise.launch.env import DistEnv
     from dpwise.strategies.ddp import DDPStrategy
 
     for name, value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(free_port())),
@@ -126,7 +126,7 @@ def test_fsdp_with_the_whole_model_as_one_unit_trains_singles_model(tmp_path):
 
 
 def test_fsdps_options_reach_the_strategy():
-    from dpwise.dist.env import DistEnv
+    from dpwise.launch.env import DistEnv
     from dpwise.strategies.base import StrategySpec
     from dpwise.strategies.fsdp import FSDPStrategy
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from conftest import child_env
-from dpwise.dist import forking
+from dpwise.launch import forking
 
 
 def _report(queue, *keys: str) -> None:
@@ -91,7 +91,7 @@ COMMANDS = {
 }
 STOP_AT_SERVER = """
 import sys
-from dpwise.dist import forking
+from dpwise.launch import forking
 def stop(*modules):
     print("torch" in sys.modules, *modules)
     raise SystemExit(0)

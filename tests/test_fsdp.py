@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from conftest import free_port, load_state, max_abs_diff, run_cli, run_module
-from dpwise.dist.env import DistEnv
 from dpwise.infra.hardware import Hardware
+from dpwise.launch.env import DistEnv
 from dpwise.strategies.fsdp import ROOT, FSDPStrategy, shard_units, unit_names
 from dpwise.train.config import TrainConfig
 from dpwise.train.engine import train

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from dpwise.cli import main
-from dpwise.dist.cluster.topology import resolve
+from dpwise.launch.cluster.topology import resolve
 
 ADVISE = ["advise", "--gpus", "8", "--nodes", "2", "--params", "1B"]
 

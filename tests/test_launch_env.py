@@ -1,7 +1,7 @@
 import pytest
 
-from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.launch.env import DistEnv
 
 
 def test_plain_process_is_not_under_a_launcher():

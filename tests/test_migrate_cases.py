@@ -110,7 +110,7 @@ def _alone(script: str) -> None:
 
 
 def run_alone(script: Path) -> int | None:
-    from dpwise.dist import forking
+    from dpwise.launch import forking
 
     ctx = forking.context()
     forking.ensure_running()

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
 from dpwise.infra.hardware import Hardware
+from dpwise.launch.env import DistEnv
 from dpwise.strategies import make_strategy
 from dpwise.train.config import TrainConfig
 from dpwise.train.engine import Loop

@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from conftest import child_env, free_port, load_state, max_abs_diff
-from dpwise.dist.env import DistEnv
-from dpwise.dist.launch import launch_config
 from dpwise.infra.hardware import Hardware
+from dpwise.launch.elastic import launch_config
+from dpwise.launch.env import DistEnv
 from dpwise.train.config import TrainConfig
 from dpwise.train.plan import resolve
 from helpers_train import train_here

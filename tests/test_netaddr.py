@@ -4,10 +4,10 @@ import socket
 
 import pytest
 
-from dpwise.dist import netaddr
-from dpwise.dist.env import DistEnv
-from dpwise.dist.launch import launch_config
 from dpwise.infra.hardware import Hardware
+from dpwise.launch import netaddr
+from dpwise.launch.elastic import launch_config
+from dpwise.launch.env import DistEnv
 from dpwise.train.config import TrainConfig
 from dpwise.train.plan import resolve
 

@@ -1,8 +1,8 @@
 import pytest
 
-from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
 from dpwise.infra.hardware import Hardware
+from dpwise.launch.env import DistEnv
 from dpwise.train.config import TrainConfig
 from dpwise.train.plan import resolve
 

@@ -8,9 +8,9 @@ from dpwise import strategies
 from dpwise.cli import build_parser
 from dpwise.compare.matrix import build_matrix
 from dpwise.compare.settings import CompareConfig
-from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
 from dpwise.infra.hardware import Hardware
+from dpwise.launch.env import DistEnv
 from dpwise.strategies.ddp import DDPStrategy
 from dpwise.strategies.dp import DataParallelStrategy
 from dpwise.strategies.single import SingleStrategy

@@ -22,8 +22,8 @@ import torch
 import torch.distributed as dist
 
 from conftest import child_env, free_port
-from dpwise.dist.env import DistEnv
 from dpwise.infra.hardware import Hardware
+from dpwise.launch.env import DistEnv
 from dpwise.strategies import ddp as ddp_module
 from dpwise.strategies import make_strategy
 from dpwise.strategies.ddp_guard import GuardedDDP

@@ -356,7 +356,7 @@ def test_train_without_out_says_it_wrote_nothing(run_here):
 
 @pytest.mark.slow
 def test_fsdp_s_view_tensor_warning_is_said_once_with_whether_it_applies(run_here, tmp_path):
-    from dpwise.dist import forking
+    from dpwise.launch import forking
 
     # the workers print to the fork server's stderr: one started under this test's capture
     forking.stop_now()

@@ -8,8 +8,8 @@ import torch.distributed as dist
 from torch import nn
 
 from conftest import run_cli
-from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
+from dpwise.launch.env import DistEnv
 from dpwise.strategies.ddp import DDPStrategy
 from dpwise.train.config import TrainConfig
 

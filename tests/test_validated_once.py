@@ -108,7 +108,7 @@ def _tiny():
 
 def test_a_restart_reads_its_resume_checkpoint_once(saved, monkeypatch):
     """--resume's file is also the run's latest: one read serves both questions."""
-    from dpwise.dist.env import DistEnv
+    from dpwise.launch.env import DistEnv
     from dpwise.train.config import TrainConfig
     from dpwise.train.restart import attempt_for
 

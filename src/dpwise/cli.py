@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
 
     scratch.mark_command()  # every process it starts, and every temporary folder, is this one's
     quiet_waits()  # before anything imports torch
-    from dpwise.dist.launch import WorkerFailed
     from dpwise.infra import interrupts
+    from dpwise.launch.elastic import WorkerFailed
 
     parser = build_parser()
     try:

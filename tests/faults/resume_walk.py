@@ -21,8 +21,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from dpwise.dist.env import DistEnv
 from dpwise.infra.hardware import Hardware
+from dpwise.launch.env import DistEnv
 from dpwise.strategies import make_strategy
 from dpwise.train.config import TrainConfig
 from dpwise.train.engine import train

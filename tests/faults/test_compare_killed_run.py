@@ -1,7 +1,7 @@
 """A process dpwise started ends when the process that started it dies, however it dies: a
 launched worker with its launcher (compare's ddp × 2 run process killed with kill -9:
 test_compare_sigterm), not only with the fork server, its parent for the kernel. The kernel
-sends it SIGKILL as its starter's end of their multiprocessing pipe closes (dpwise.dist.forking).
+sends it SIGKILL as its starter's end of their multiprocessing pipe closes (dpwise.launch.forking).
 
 A command killed with kill -9 that is its workers' launcher itself (train, tune) says nothing
 after its death either: not its workers, not multiprocessing's resource tracker (which removes
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from live_run import LiveRun, survivors
 
-from dpwise.dist import tether
 from dpwise.infra import scratch
+from dpwise.launch import tether
 
 ENDS_WITHIN_S = 1.0
 

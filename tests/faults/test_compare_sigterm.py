@@ -1,7 +1,7 @@
 """SIGTERM, SIGINT or kill -9 to one of compare's run processes (not to dpwise): the comparison
 ends in one line naming the run, its process and the signal, exit 1, with no traceback and
 nothing left. Killed with SIGKILL, the ddp × 2 run's process (its workers' launcher) cannot stop
-its workers: the kernel ends them as it dies (dpwise.dist.forking), before any of them complains
+its workers: the kernel ends them as it dies (dpwise.launch.forking), before any of them complains
 of the lost store."""
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ import pytest
 from live_run import LiveRun, alive, survivors
 
 from conftest import run_cli
-from dpwise.dist import peers
 from dpwise.errors import DpwiseError
+from dpwise.launch import peers
 from dpwise.train.config import TrainConfig
 
 SMALL = ["--data", "hangpkg:data", "--batch-size", "8", "--model", "userpkg:tiny_model"]

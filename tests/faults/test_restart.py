@@ -21,7 +21,7 @@ RESUMED = re.compile(r"^restart 1: resuming from step (\d+) of checkpoint\.pt$",
 
 
 def _workers(launcher: int) -> list[int]:
-    """The launcher's worker processes: the children of its fork server (dpwise.dist.forking;
+    """The launcher's worker processes: the children of its fork server (dpwise.launch.forking;
     they carry the server's command line), or its own children where it spawns them; never the
     server itself or multiprocessing's resource tracker."""
     parents, commands = {}, {}
@@ -112,9 +112,9 @@ def test_restartable_launches_give_each_attempt_its_own_store(monkeypatch, resta
     """The shared agent store kept a dead attempt's keys (pytorch#135712): opt out of it."""
     from torch.distributed import launcher
 
-    from dpwise.dist.env import DistEnv
-    from dpwise.dist.launch import launch
     from dpwise.infra.hardware import Hardware
+    from dpwise.launch.elastic import launch
+    from dpwise.launch.env import DistEnv
     from dpwise.train.config import TrainConfig
     from dpwise.train.plan import resolve
 
@@ -142,7 +142,7 @@ def test_static_rendezvous_refuses_restarts():
 
 def test_a_restart_without_a_checkpoint_of_this_launch_starts_again(tmp_path, userpkg):
     """A checkpoint another launch left in --out is not this run's: step 0 (or --resume's)."""
-    from dpwise.dist.env import DistEnv
+    from dpwise.launch.env import DistEnv
     from dpwise.train.config import TrainConfig
     from dpwise.train.restart import attempt_for
     from helpers_train import train_here

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from conftest import free_port, max_abs_diff
-from dpwise.dist.env import DistEnv
 from dpwise.infra.hardware import Hardware
+from dpwise.launch.env import DistEnv
 from dpwise.strategies.ddp import DDPStrategy
 from dpwise.strategies.fsdp import FSDPStrategy
 from dpwise.strategies.single import SingleStrategy

@@ -151,7 +151,7 @@ def test_a_lost_node_ends_the_search_with_what_was_measured_and_resume_finishes(
 def test_the_launchers_connections_give_up_on_a_silent_peer_after_the_timeout():
     import socket
 
-    from dpwise.dist import agentlink
+    from dpwise.launch import agentlink
 
     with (
         socket.create_server(("127.0.0.1", 0)) as server,
@@ -167,7 +167,7 @@ def test_the_launchers_connections_give_up_on_a_silent_peer_after_the_timeout():
 def test_c10ds_warnings_are_quiet_only_while_the_workers_run(monkeypatch):
     import torch  # noqa: F401  (the level lives in its library)
 
-    from dpwise.dist import agentlink
+    from dpwise.launch import agentlink
 
     monkeypatch.delenv("TORCH_CPP_LOG_LEVEL", raising=False)
     flag = agentlink._level_flag()
@@ -187,7 +187,7 @@ def test_c10ds_warnings_are_quiet_only_while_the_workers_run(monkeypatch):
 def test_a_lost_rendezvous_is_one_line_naming_the_endpoint():
     from torch.distributed.elastic.rendezvous import RendezvousConnectionError
 
-    from dpwise.dist.launch import RendezvousLost, WorkerFailed
+    from dpwise.launch.elastic import RendezvousLost, WorkerFailed
 
     try:
         try:

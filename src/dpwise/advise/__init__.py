@@ -1,6 +1,6 @@
 """Owns: `dpwise advise`'s answer: the facts, the decision rules, the per-device memory estimate,
 the answer from measured results (--from), and its text; the job scripts users submit (jobscript).
-May import: train, results, projection, strategies, diagnosis, dist, workload, measure, infra,
+May import: train, results, projection, strategies, diagnosis, launch, workload, measure, infra,
 errors
 Imported by: commands, migrate, tune
 

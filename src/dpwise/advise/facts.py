@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dpwise.dist.env import DistEnv
 from dpwise.infra import hardware
+from dpwise.launch.env import DistEnv
 
 ASSUMED_DEVICE_GIB = 80.0  # an 80 GB data-centre GPU, when there is none to ask
 

@@ -1,6 +1,6 @@
 """The scripts users submit: a SLURM batch script, a Kubeflow PyTorchJob manifest or a torchrun
 line per node, for `dpwise train` (advise) or a migrated script (migrate). Rendered from the
-templates in advise/templates; the pattern each follows is the one dpwise expects (dist.cluster):
+templates in advise/templates; the pattern each follows is the one dpwise expects (launch.cluster):
 one task per node, the rendezvous on the first node, the port from the job id."""
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ def add_workload_args(p: argparse.ArgumentParser, cls: type = WorkloadSettings) 
 
 
 def topology_for(args: argparse.Namespace, launches: bool = True) -> Any:
-    """Where this command runs (dist.cluster): the launch flags the command line gave, and the
+    """Where this command runs (launch.cluster): the launch flags the command line gave, and the
     scheduler's variables for the rest. A bad variable, a double launch or (``launches``: the
     command hands the rendezvous to torch) a host that does not resolve, or a one-node job's
     host that is not this node: DpwiseError, --dry-run included."""
-    from dpwise.dist.cluster.topology import LAUNCH_FLAGS, meeting, resolve
+    from dpwise.launch.cluster.topology import LAUNCH_FLAGS, meeting, resolve
 
     topology = resolve(given(args, LAUNCH_FLAGS), os.environ, getattr(args, "cluster", "auto"))
     if launches:

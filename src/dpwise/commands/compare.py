@@ -86,7 +86,7 @@ def compare_config(args: argparse.Namespace) -> CompareConfig:
 
 def run(args: argparse.Namespace) -> int:
     from dpwise.compare.placement import one_node
-    from dpwise.dist.forking import ensure_running, stop_now
+    from dpwise.launch.forking import ensure_running, stop_now
 
     # compare runs on one node, every run its own processes: no rendezvous of the scheduler's
     topology = topology_for(args, launches=False)

@@ -6,8 +6,8 @@ import argparse
 import difflib
 import sys
 
-from dpwise.dist import forking
 from dpwise.infra.settings import add_settings, from_args
+from dpwise.launch import forking
 from dpwise.migrate.settings import HARNESS, MigrateConfig
 
 HELP = "rewrite a DataParallel / single-process training script into a DDP script for torchrun"

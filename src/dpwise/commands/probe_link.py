@@ -8,9 +8,9 @@ import sys
 from dataclasses import fields
 
 from dpwise.commands.common import command_line, topology_for
-from dpwise.dist import forking
-from dpwise.dist.cluster.topology import LAUNCH_FLAGS, adopt
 from dpwise.infra.settings import add_settings, from_args
+from dpwise.launch import forking
+from dpwise.launch.cluster.topology import LAUNCH_FLAGS, adopt
 from dpwise.link.settings import LAUNCH, PLACEMENT, WORKER_MODULE, ProbeLinkConfig
 
 HELP = "measure the link between processes: collective time, algbw and busbw by message size"

@@ -6,11 +6,11 @@ import argparse
 
 from dpwise import strategies
 from dpwise.commands.common import add_workload_args, command_line, topology_for
-from dpwise.dist import forking
-from dpwise.dist.cluster.topology import LAUNCH_FLAGS, adopt
-from dpwise.dist.settings import PROCESSES
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import add_settings, from_args
+from dpwise.launch import forking
+from dpwise.launch.cluster.topology import LAUNCH_FLAGS, adopt
+from dpwise.launch.settings import PROCESSES
 from dpwise.train.config import STRATEGY_OPTIONS, WORKER_MODULE, TrainConfig
 
 HELP = f"train one workload with one strategy ({', '.join(strategies.names())})"

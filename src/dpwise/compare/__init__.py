@@ -1,6 +1,6 @@
 """Owns: `dpwise compare`: the run matrix, the run processes and their turns, measurement, the
 checks (checks/), the verdict and claims, results assembly and publishing.
-May import: report, link, projection, train, results, strategies, dist, workload, measure,
+May import: report, link, projection, train, results, strategies, launch, workload, measure,
 diagnosis, infra, errors
 Imported by: commands, tune
 """

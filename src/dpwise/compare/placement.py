@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dpwise.dist.cluster import text as topology_text
-from dpwise.dist.cluster.topology import Topology
 from dpwise.errors import DpwiseError
+from dpwise.launch.cluster import text as topology_text
+from dpwise.launch.cluster.topology import Topology
 
 
 def one_node(topology: Topology, argv: Sequence[str]) -> list[str]:

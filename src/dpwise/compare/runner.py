@@ -21,11 +21,11 @@ from dpwise.compare.matrix import RunSpec
 from dpwise.compare.settings import RUN_MODULE, CompareConfig
 from dpwise.compare.turns import RunFailed, TurnHost, ended, raise_failure, silence
 from dpwise.compare.worker import run_process
-from dpwise.dist import forking
-from dpwise.dist.forking import context
 from dpwise.infra import scratch
 from dpwise.infra.interrupts import check as check_interrupted
 from dpwise.infra.interrupts import terminate_raises
+from dpwise.launch import forking
+from dpwise.launch.forking import context
 from dpwise.results.records import Run
 
 READY_TIMEOUT_S = 30 * 60  # start-up: import, data, process group

@@ -59,7 +59,7 @@ def _device_counts(flag: str, value: tuple[int, ...]) -> None:
 
 # Settings of compare's own that mean something else in a run: the report folder, the progress
 # display, and find_unused_parameters (passed only to the strategies that take it).
-# What the fork server imports before it forks the run processes (dpwise.dist.forking).
+# What the fork server imports before it forks the run processes (dpwise.launch.forking).
 RUN_MODULE = "dpwise.compare.worker"
 
 NOT_PASSED_TO_RUNS = {"out", "quiet", "find_unused_parameters", "cluster", "dry_run"}

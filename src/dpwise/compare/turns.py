@@ -26,8 +26,8 @@ from datetime import timedelta
 
 import torch.distributed as dist
 
-from dpwise.dist.launch import WorkerFailed
 from dpwise.errors import DpwiseError
+from dpwise.launch.elastic import WorkerFailed
 
 HOST = "127.0.0.1"
 WAIT_FOR_TURN_S = 24 * 3600  # a run process waits at most this long for its next turn

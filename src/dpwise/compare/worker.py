@@ -19,13 +19,13 @@ from dpwise.compare.matrix import RunSpec
 from dpwise.compare.measurement import Repeats, profiled_probe
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.turns import Heartbeat, TurnClient
-from dpwise.dist import forking
-from dpwise.dist.env import DistEnv
-from dpwise.dist.launch import launch, run_guarded
 from dpwise.errors import DpwiseError
 from dpwise.infra import scratch
 from dpwise.infra.hardware import Hardware, configure_threads
 from dpwise.infra.interrupts import release
+from dpwise.launch import forking
+from dpwise.launch.elastic import launch, run_guarded
+from dpwise.launch.env import DistEnv
 from dpwise.link.probe import probe_link
 from dpwise.link.settings import MIN_PROBE_BYTES
 from dpwise.results.records import DevicePeak, Memory, Run, Spread
@@ -68,7 +68,7 @@ def run_process(
     client = TurnClient(address, spec.id)
     try:
         forking.borrow(server)
-        release()  # held since the fork server started (dpwise.dist.forking)
+        release()  # held since the fork server started (dpwise.launch.forking)
         if spec.launched:
             launch(_plan(spec, cfg, DistEnv()).launch_settings, rank_entry, spec, cfg, address)
         else:

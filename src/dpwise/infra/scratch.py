@@ -9,7 +9,7 @@ folder (``LAUNCH_DIR_ENV``), which the launch removes when its workers are gone:
 with kill -9 while the command goes on leaves nothing behind; so does one of compare's run
 processes, whose leftovers compare removes once its runs have ended (``left_behind``). The
 command's fork server removes the command's folders when the command dies without cleaning up
-(dpwise.dist.forking); ``remove_stale`` removes those of commands no longer running (a
+(dpwise.launch.forking); ``remove_stale`` removes those of commands no longer running (a
 machine's reboot, a killed process tree).
 
 What a command makes elsewhere for its own use (compare's staging folder inside --out, the
@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 COMMAND_ENV = "DPWISE_COMMAND_PID"  # the pid of the dpwise command a process belongs to
-LAUNCH_DIR_ENV = "DPWISE_LAUNCH_DIR"  # a launch's own folder (dist.launch), set in its workers
+LAUNCH_DIR_ENV = "DPWISE_LAUNCH_DIR"  # a launch's own folder (launch.elastic), set in its workers
 PREFIX = "dpwise-"
 
 
@@ -54,7 +54,7 @@ def _owner_tag(pid: int) -> str:
 
 
 def temp_root() -> str:
-    """The temporary folder (not a launch's own, which dist.launch makes the process's
+    """The temporary folder (not a launch's own, which launch.elastic makes the process's
     temporary folder while its workers run)."""
     current = tempfile.gettempdir()
     if os.path.basename(current).startswith(f"{PREFIX}launch-"):

@@ -1,6 +1,6 @@
 """Owns: `dpwise probe-link`: collectives timed over message sizes in a process group, the ring
 model's fit, its settings, its worker and its text.
-May import: train, strategies, dist, measure, infra, errors
+May import: train, strategies, launch, measure, infra, errors
 Imported by: commands, compare, report
 
 The link probe: collectives timed over message sizes, bandwidths and a latency/bandwidth fit.

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpwise.dist.cluster import text as topology_text
-from dpwise.dist.cluster.topology import Topology
-from dpwise.dist.env import DistEnv
 from dpwise.infra import outowner
+from dpwise.launch.cluster import text as topology_text
+from dpwise.launch.cluster.topology import Topology
+from dpwise.launch.env import DistEnv
 from dpwise.link.settings import ProbeLinkConfig
 from dpwise.link.worker import plan_for, run_probe
 from dpwise.train.outputs import check_writable, write_json

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpwise.dist.settings import PROCESSES
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import like, setting, validate
+from dpwise.launch.settings import PROCESSES
 from dpwise.link.fit import OPS
 from dpwise.train.config import TrainConfig
 
@@ -27,7 +27,7 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 # the settings the probe shares with `dpwise train`: how its processes are launched
 LAUNCH = (*PROCESSES, "timeout")
 PLACEMENT = ("cluster", "dry_run")
-# What the fork server imports before it forks the launched workers (dpwise.dist.forking).
+# What the fork server imports before it forks the launched workers (dpwise.launch.forking).
 WORKER_MODULE = "dpwise.link.worker"
 MIN_PROBE_BYTES = 64  # three sizes at least: 8, 32 and 64 B
 MAX_PROBE_BYTES = 16 * 2**30  # a larger message is a typo more often than a plan

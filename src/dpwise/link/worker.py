@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dpwise.dist.env import DistEnv
-from dpwise.dist.launch import launch, run_guarded
 from dpwise.infra.hardware import Hardware, configure_threads
+from dpwise.launch.elastic import launch, run_guarded
+from dpwise.launch.env import DistEnv
 from dpwise.link.probe import probe_link
 from dpwise.link.settings import ProbeLinkConfig
 from dpwise.train.plan import RunPlan, resolve

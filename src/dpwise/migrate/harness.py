@@ -227,7 +227,7 @@ def _short(taken: int, steps: int) -> str:
 
 def worker(argv: list[str], limit: float) -> None:
     """What each worker of a verify launch runs (the launcher's entry point)."""
-    from dpwise.dist.launch import run_guarded
+    from dpwise.launch.elastic import run_guarded
 
     run_guarded(_launched, argv, limit)
 

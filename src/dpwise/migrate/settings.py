@@ -11,7 +11,7 @@ from dpwise.advise.jobscript import JOB_OUT_HELP, SCHEDULERS
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import at_least, setting, validate
 
-# What the fork server imports before it forks --verify's runs (dpwise.dist.forking).
+# What the fork server imports before it forks --verify's runs (dpwise.launch.forking).
 HARNESS = "dpwise.migrate.harness"
 
 VERIFY_HELP = (

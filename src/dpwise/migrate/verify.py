@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dpwise.diagnosis.layers import Layer
-from dpwise.dist.launch import PeerStopped, WorkerFailed, launch
-from dpwise.dist.settings import LaunchSettings
 from dpwise.errors import DpwiseError
 from dpwise.infra import scratch
+from dpwise.launch.elastic import PeerStopped, WorkerFailed, launch
+from dpwise.launch.settings import LaunchSettings
 from dpwise.migrate.harness import ENDED, LIMIT_MARK, LOG, MARK, worker
 
 TOLERANCE = 1e-5

@@ -1,6 +1,6 @@
 """Owns: one file per strategy, the registry, the traits, and the contract (base.py: the Strategy
 protocol and the StrategySpec it is built from).
-May import: dist, diagnosis, errors
+May import: launch, diagnosis, errors
 Imported by: advise, commands, compare, link, report, results, train, tune
 
 The strategies, one module each; this registry maps a name to the class that implements it.
@@ -23,7 +23,7 @@ from dpwise.strategies.traits import Traits
 if TYPE_CHECKING:
     from torch import nn
 
-    from dpwise.dist.env import DistEnv
+    from dpwise.launch.env import DistEnv
     from dpwise.strategies.base import Strategy, StrategySpec
 
 __all__ = [

@@ -10,8 +10,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import torch
 from torch import nn
 
-from dpwise.dist.env import DistEnv
-from dpwise.dist.settings import DEFAULT_TIMEOUT_S
+from dpwise.launch.env import DistEnv
+from dpwise.launch.settings import DEFAULT_TIMEOUT_S
 from dpwise.strategies.traits import Traits
 
 

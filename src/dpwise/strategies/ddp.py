@@ -15,9 +15,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from dpwise.dist.env import DistEnv
-from dpwise.dist.settings import DEFAULT_TIMEOUT_S
 from dpwise.errors import DpwiseError
+from dpwise.launch.env import DistEnv
+from dpwise.launch.settings import DEFAULT_TIMEOUT_S
 from dpwise.strategies.base import WholeModel
 from dpwise.strategies.ddp_guard import GuardedDDP
 from dpwise.strategies.powersgd import PowerSGD, powersgd

@@ -11,7 +11,7 @@ from dpwise.strategies.single import SingleStrategy
 from dpwise.strategies.traits import VISIBLE, Traits
 
 if TYPE_CHECKING:
-    from dpwise.dist.env import DistEnv
+    from dpwise.launch.env import DistEnv
     from dpwise.strategies.base import StrategySpec
 
 CPU_PASS_THROUGH = (

@@ -37,7 +37,7 @@ from dpwise.strategies.ddp import DDPStrategy
 from dpwise.strategies.traits import OWN, Traits
 
 if TYPE_CHECKING:
-    from dpwise.dist.env import DistEnv
+    from dpwise.launch.env import DistEnv
     from dpwise.strategies.base import StrategySpec
 
 ROOT = "(root)"

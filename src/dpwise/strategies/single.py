@@ -12,7 +12,7 @@ from dpwise.strategies.base import WholeModel
 from dpwise.strategies.traits import OWN, Traits
 
 if TYPE_CHECKING:
-    from dpwise.dist.env import DistEnv
+    from dpwise.launch.env import DistEnv
     from dpwise.strategies.base import StrategySpec
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from dpwise import strategies
-from dpwise.dist.cluster.topology import CLUSTER_HELP, CLUSTERS
-from dpwise.dist.settings import DEFAULT_TIMEOUT_S, RDZV_BACKENDS, TIMEOUT_HELP, check_timeout
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import at_least, finite, flag_of, positive, setting, validate
+from dpwise.launch.cluster.topology import CLUSTER_HELP, CLUSTERS
+from dpwise.launch.settings import DEFAULT_TIMEOUT_S, RDZV_BACKENDS, TIMEOUT_HELP, check_timeout
 from dpwise.workload.settings import WorkloadSettings
 
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -18,7 +18,7 @@ OPTIMIZERS = ("sgd", "adamw")
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "gloo", "nccl")
 # Settings that only some strategies take (each strategy's traits.options says which)
-# What the fork server imports before it forks the launched workers (dpwise.dist.forking).
+# What the fork server imports before it forks the launched workers (dpwise.launch.forking).
 WORKER_MODULE = "dpwise.train.worker"
 
 STRATEGY_OPTIONS = (

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from dpwise.dist import netaddr
 from dpwise.errors import DpwiseError
+from dpwise.launch import netaddr
 from dpwise.measure import memory
 from dpwise.strategies.base import Strategy
 from dpwise.train import finite, loop_state

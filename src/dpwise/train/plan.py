@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dpwise import strategies
-from dpwise.dist.env import DistEnv
-from dpwise.dist.settings import LaunchSettings
 from dpwise.errors import DpwiseError
 from dpwise.infra.hardware import Hardware
+from dpwise.launch.env import DistEnv
+from dpwise.launch.settings import LaunchSettings
 from dpwise.strategies.base import StrategySpec
 from dpwise.strategies.traits import VISIBLE, Traits
 from dpwise.train.batch_split import check_batch_divides

@@ -8,11 +8,11 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from dpwise.dist.env import DistEnv
 from dpwise.errors import DpwiseError
 from dpwise.infra import outowner
 from dpwise.infra.atomic import remove_stale_temporaries
 from dpwise.infra.outlock import locked
+from dpwise.launch.env import DistEnv
 from dpwise.train import checkpoint, outputs
 from dpwise.train.config import TrainConfig
 from dpwise.workload.spec import Workload

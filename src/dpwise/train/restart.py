@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dpwise.dist.env import DistEnv
 from dpwise.infra.atomic import remove_stale_temporaries
+from dpwise.launch.env import DistEnv
 from dpwise.train import checkpoint
 from dpwise.train.config import TrainConfig
 

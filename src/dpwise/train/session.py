@@ -10,13 +10,13 @@ from dataclasses import replace
 from typing import Any
 
 from dpwise import strategies
-from dpwise.dist.cluster import text as topology_text
-from dpwise.dist.cluster.topology import NAMES, Topology
-from dpwise.dist.env import DistEnv
-from dpwise.dist.launch import launch, lost_peers, node_network
 from dpwise.errors import DpwiseError
 from dpwise.infra.atomic import remove_stale_temporaries
 from dpwise.infra.hardware import Hardware
+from dpwise.launch.cluster import text as topology_text
+from dpwise.launch.cluster.topology import NAMES, Topology
+from dpwise.launch.elastic import launch, lost_peers, node_network
+from dpwise.launch.env import DistEnv
 from dpwise.train import outputs, preflight
 from dpwise.train.config import TrainConfig
 from dpwise.train.plan import RunPlan, resolve
@@ -28,7 +28,7 @@ from dpwise.workload.spec import workload_for
 def run_train(cfg: TrainConfig, topology: Topology | None = None) -> None:
     """Train ``cfg``: in this process (one process, or a torchrun worker), or through the
     elastic launcher. Lines go to stdout unless --quiet; a user mistake raises DpwiseError.
-    ``topology``: where the job runs (dist.cluster), said in one line per node and recorded."""
+    ``topology``: where the job runs (launch.cluster), said in one line per node and recorded."""
     env = DistEnv.from_environ()
     plan = _plan(cfg, env, topology)
     workload = workload_for(cfg).validate()

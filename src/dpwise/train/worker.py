@@ -10,9 +10,9 @@ from typing import Any
 import torch
 
 from dpwise import __version__
-from dpwise.dist.env import DistEnv
-from dpwise.dist.launch import arm_teardown_watchdog, disarm_teardown_watchdog, run_guarded
 from dpwise.infra.hardware import Hardware, configure_threads
+from dpwise.launch.elastic import arm_teardown_watchdog, disarm_teardown_watchdog, run_guarded
+from dpwise.launch.env import DistEnv
 from dpwise.strategies import make_strategy
 from dpwise.train import outputs
 from dpwise.train.config import TrainConfig

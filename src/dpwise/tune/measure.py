@@ -11,9 +11,9 @@ from typing import Any
 
 import torch
 
-from dpwise.dist.env import DistEnv
 from dpwise.infra import scratch
 from dpwise.infra.hardware import Hardware
+from dpwise.launch.env import DistEnv
 from dpwise.measure import memory, profile
 from dpwise.strategies import make_strategy
 from dpwise.train.config import TrainConfig

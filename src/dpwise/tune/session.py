@@ -14,14 +14,14 @@ from typing import Any
 from dpwise.compare import publish
 from dpwise.diagnosis import group, probe_workload
 from dpwise.diagnosis.layers import sparse_layers
-from dpwise.dist.env import DistEnv
-from dpwise.dist.launch import WorkerFailed, launch
 from dpwise.errors import DpwiseError
 from dpwise.infra import outowner
 from dpwise.infra.hardware import Hardware
 from dpwise.infra.interrupts import Interrupted
 from dpwise.infra.outlock import first_missing, locked
 from dpwise.infra.units import mib
+from dpwise.launch.elastic import WorkerFailed, launch
+from dpwise.launch.env import DistEnv
 from dpwise.train import outputs, preflight
 from dpwise.train.plan import RunPlan, resolve
 from dpwise.tune import journal, render, space

@@ -14,7 +14,7 @@ from dpwise.infra.settings import finite, like, positive, setting, validate
 from dpwise.train.config import TrainConfig
 from dpwise.workload.settings import WorkloadSettings
 
-# What the fork server imports before it forks the search's workers (dpwise.dist.forking).
+# What the fork server imports before it forks the search's workers (dpwise.launch.forking).
 WORKER_MODULE = "dpwise.tune.worker"
 TUNED = ("ddp", "fsdp")  # the strategies that have knobs to tune
 _UNITS = {"s": 1, "m": 60, "h": 3600}

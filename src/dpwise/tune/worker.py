@@ -6,10 +6,10 @@ from typing import Any
 
 import torch.distributed as dist
 
-from dpwise.dist.env import DistEnv
-from dpwise.dist.launch import run_guarded
 from dpwise.errors import DpwiseError
 from dpwise.infra.hardware import Hardware, configure_threads
+from dpwise.launch.elastic import run_guarded
+from dpwise.launch.env import DistEnv
 from dpwise.strategies import make_strategy
 from dpwise.train.plan import resolve
 from dpwise.tune import journal

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dpwise.dist.cluster.checks import endpoint as parse_endpoint
-from dpwise.dist.cluster.found import Found, Sourced, integer, variable
 from dpwise.errors import DpwiseError
+from dpwise.launch.cluster.checks import endpoint as parse_endpoint
+from dpwise.launch.cluster.found import Found, Sourced, integer, variable
 
 MARKERS = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_RDZV_ENDPOINT")
 AUTO_NPROC = ("auto", "gpu", "cpu")  # torchrun's words: the device count, left to dpwise

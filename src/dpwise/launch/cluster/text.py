@@ -6,9 +6,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from dpwise.dist.cluster.found import Sourced
-from dpwise.dist.cluster.topology import LAUNCH_FLAGS, NAMES, Topology, flag
-from dpwise.dist.settings import LaunchSettings
+from dpwise.launch.cluster.found import Sourced
+from dpwise.launch.cluster.topology import LAUNCH_FLAGS, NAMES, Topology, flag
+from dpwise.launch.settings import LaunchSettings
 
 _DROPPED = ("--dry-run", "--cluster", *(flag(n) for n in LAUNCH_FLAGS))
 _SWITCHES = ("--dry-run",)  # flags without a value

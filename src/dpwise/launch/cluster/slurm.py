@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from dpwise.dist.cluster import hostlist
-from dpwise.dist.cluster.found import (
+from dpwise.errors import DpwiseError
+from dpwise.launch.cluster import hostlist
+from dpwise.launch.cluster.found import (
     Found,
     Sourced,
     first_integer,
@@ -21,7 +22,6 @@ from dpwise.dist.cluster.found import (
     master,
     variable,
 )
-from dpwise.errors import DpwiseError
 
 INTERACTIVE_NAMES = ("bash", "interactive")
 BATCH_STEP_IDS = ("batch", "4294967294")  # SLURM_BATCH_SCRIPT, where a version sets the id

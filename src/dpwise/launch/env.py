@@ -1,6 +1,6 @@
 """The distributed environment a worker runs in: torchrun's variables (RANK, LOCAL_RANK,
 WORLD_SIZE …), set by torchrun or, for a process a scheduler started per device, by dpwise itself
-(dist.cluster's worker variables). The schedulers' own variables are read in dist.cluster."""
+(launch.cluster's worker variables). The schedulers' own variables are read in launch.cluster."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dpwise.dist.cluster.elastic import is_worker
-from dpwise.dist.cluster.topology import SCHEDULER_ENV
 from dpwise.errors import DpwiseError
+from dpwise.launch.cluster.elastic import is_worker
+from dpwise.launch.cluster.topology import SCHEDULER_ENV
 
 _INT_VARS = (
     "RANK",

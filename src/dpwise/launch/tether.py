@@ -1,9 +1,9 @@
 """The tether: nothing dpwise starts outlives the command, nor the process that asked for it.
 
-Imported by ``dist.forking``, so by the fork server's preload first of all: there the server
+Imported by ``launch.forking``, so by the fork server's preload first of all: there the server
 asks the kernel to signal it when the command dies (PR_SET_PDEATHSIG) and has every process it
 forks end with its parent, and with the process that started it (``_tie_to_parent``). See
-``dist.forking``'s docstring for why this way. Torch-free.
+``launch.forking``'s docstring for why this way. Torch-free.
 """
 
 from __future__ import annotations

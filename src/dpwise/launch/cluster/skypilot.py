@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dpwise.dist.cluster.found import Found, Sourced, first_integer, job_port, master
 from dpwise.errors import DpwiseError
+from dpwise.launch.cluster.found import Found, Sourced, first_integer, job_port, master
 
 
 def detect(env: Mapping[str, str]) -> Found | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from dpwise.dist import peers
+from dpwise.launch import peers
 
 TIMED_OUT_MARKS = ("timed out", "timing out")  # gloo's and NCCL's collective timeouts
 

@@ -14,8 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from dpwise.dist import agentlink, forking, netaddr, peers
-from dpwise.dist.failures import (
+from dpwise.errors import DpwiseError
+from dpwise.infra import interrupts, scratch
+from dpwise.launch import agentlink, forking, netaddr, peers
+from dpwise.launch.failures import (
     LOST_MARKS,
     NETWORK_ERRORS,
     TIMED_OUT_MARKS,
@@ -23,12 +25,10 @@ from dpwise.dist.failures import (
     first_line,
     lost_message,
 )
-from dpwise.dist.failures import PeerStopped as PeerStopped
-from dpwise.dist.failures import WorkerFailed as WorkerFailed
-from dpwise.dist.failures import lost_peers as lost_peers
-from dpwise.dist.settings import LaunchSettings
-from dpwise.errors import DpwiseError
-from dpwise.infra import interrupts, scratch
+from dpwise.launch.failures import PeerStopped as PeerStopped
+from dpwise.launch.failures import WorkerFailed as WorkerFailed
+from dpwise.launch.failures import lost_peers as lost_peers
+from dpwise.launch.settings import LaunchSettings
 
 _USAGE_PREFIX = "DpwiseError: "
 TEARDOWN_LIMIT_S = 120.0  # a healthy teardown takes well under a second
@@ -100,7 +100,7 @@ def launch(
 ) -> dict[int, Any]:
     """Run ``entrypoint(*args)`` in every worker; return {global rank: return value}.
 
-    The workers start from a fork server that has imported torch (dpwise.dist.forking), with
+    The workers start from a fork server that has imported torch (dpwise.launch.forking), with
     this process's environment at launch time and ``env`` on top.
 
     The launch has a folder of its own, removed at the end whatever happens: the agent's logs

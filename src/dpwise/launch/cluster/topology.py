@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dpwise.dist.cluster import checks, elastic, kubeflow, mpi, skypilot, slurm
-from dpwise.dist.cluster.found import Found, Sourced
-from dpwise.dist.netaddr import split_endpoint
 from dpwise.errors import DpwiseError
+from dpwise.launch.cluster import checks, elastic, kubeflow, mpi, skypilot, slurm
+from dpwise.launch.cluster.found import Found, Sourced
+from dpwise.launch.netaddr import split_endpoint
 
 # The order schedulers are read in: a launcher that is already running (its workers' variables
 # are the most specific), then SLURM, Kubeflow, MPI and SkyPilot; Open MPI's and MVAPICH2's

@@ -17,7 +17,7 @@ A process the server forked (a compare run) that launches workers of its own for
 same server (``lend`` in the parent, ``borrow`` in the child): a server of its own would import
 torch again (three to five seconds of a core per launched run).
 
-Nothing it starts outlives the command, however the command ends (``dist.tether``): the kernel ends
+Nothing it starts outlives the command, however it ends (``launch.tether``): the kernel ends
 the server when the command dies (PR_SET_PDEATHSIG), and every process the server forks when the
 server dies, so a kill -9 of the command ends the whole tree, the way a clean exit does. A
 process group would not do it: a kill -9 reaches one process, and nobody would be left to signal
@@ -48,7 +48,7 @@ import signal
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dpwise.dist import tether  # noqa: F401  (the server's preload imports it here)
+from dpwise.launch import tether  # noqa: F401  (the server's preload imports it here)
 
 # The environment this module was imported with: in the fork server, the server's own (this
 # module is its first import), which every process it forks starts from.
@@ -57,7 +57,7 @@ _IMPORTED_IN = os.getpid()
 _STOP_AT_EXIT: list[Any] = []  # the exit hook, once registered
 _BORROWED: list[int] = []  # the pid of the parent's server this process forks from (borrow)
 # What the server imports before it forks anything; a command adds its own worker module.
-PRELOAD = ["dpwise.dist.forking", "torch", "torch._dynamo"]
+PRELOAD = ["dpwise.launch.forking", "torch", "torch._dynamo"]
 
 
 def start_method() -> str:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dpwise.dist.cluster.found import Found, Sourced, integer, job_port, master
 from dpwise.errors import DpwiseError
+from dpwise.launch.cluster.found import Found, Sourced, integer, job_port, master
 
 # (name, rank, size, local rank, local size)
 FAMILIES = (

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dpwise.dist import forking
 from dpwise.infra.atomic import atomic_write_text
 from dpwise.infra.scratch import LAUNCH_DIR_ENV  # the launch folder, set in its workers
+from dpwise.launch import forking
 
 POLL_S = 0.25
 _STOPPED_STATES = ("T", "t")  # stopped by a signal; stopped by a tracer

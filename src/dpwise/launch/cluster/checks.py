@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from dpwise.dist import netaddr
-from dpwise.dist.cluster.found import Found, Sourced, shown
 from dpwise.errors import DpwiseError
+from dpwise.launch import netaddr
+from dpwise.launch.cluster.found import Found, Sourced, shown
 
 _VARIABLE = re.compile(r"\b[A-Z][A-Z0-9_]+\b")  # RANK, SLURM_JOB_NODELIST (where set)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dpwise.dist.cluster.found import Found, Sourced, first_integer, master
+from dpwise.launch.cluster.found import Found, Sourced, first_integer, master
 
 _UNNAMED = "a launcher's worker (LOCAL_RANK, WORLD_SIZE set)"  # no TORCHELASTIC_RUN_ID
 

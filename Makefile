@@ -30,8 +30,8 @@ demo: $(STAMP)
 	@echo "demo: open $(DEMO_OUT)/report.html (also report.md and results.json in $(DEMO_OUT)/)"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench docs/gen_rule_pages.py
-	$(BIN)/ruff format --check src tests bench docs/gen_rule_pages.py
+	$(BIN)/ruff check src tests bench docs/gen_rule_pages.py docs/gen_command_table.py
+	$(BIN)/ruff format --check src tests bench docs/gen_rule_pages.py docs/gen_command_table.py
 	$(BIN)/lint-imports --no-cache
 
 # The documentation site (mkdocs.yml; the lint rule pages are generated from the rules' own docs).
@@ -67,8 +67,8 @@ test: $(STAMP)
 	  test $$suite -eq 0 -a $$checked -eq 0
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests bench docs/gen_rule_pages.py
-	$(BIN)/ruff check --fix src tests bench docs/gen_rule_pages.py
+	$(BIN)/ruff format src tests bench docs/gen_rule_pages.py docs/gen_command_table.py
+	$(BIN)/ruff check --fix src tests bench docs/gen_rule_pages.py docs/gen_command_table.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine_overhead.py

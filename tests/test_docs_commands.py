@@ -13,7 +13,7 @@ from dpwise.cli import COMMANDS
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_readme_lists_exactly_the_clis_commands_in_its_order():
+def test_the_readme_lists_exactly_the_clis_commands():
     text = (ROOT / "README.md").read_text()
     listed = re.findall(r"^- `dpwise ([a-z-]+)` —", text, flags=re.MULTILINE)
     assert sorted(listed) == sorted(COMMANDS), f"README lists {listed}, the CLI has {COMMANDS}"

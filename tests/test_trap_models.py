@@ -144,7 +144,7 @@ def test_parameters_no_run_trained_are_a_finding_not_an_agreement():
     assert "interchangeable" not in result.explanation + result.summary
     assert "use_reentrant=False" in result.explanation
     rec = recommend(_runs(1e-9, None), 1e-4, "cuda", untrained=still)
-    assert any("never changed in any run" in r for r in rec["reasons"])
+    assert any("never changed in any run" in r for r in rec.reasons)
 
 
 def test_untrained_compares_the_final_states_with_the_seeds_initial_state():
@@ -264,8 +264,8 @@ def test_ratios_no_cpu_can_produce_are_contention_not_results():
     scale = checks.SCALABILITY(context([*runs, run("ddp-1", 120, single_rate=115)], cpu_cores=2))
     assert scale.status == "warn" and scale.summary.startswith("contention, not scaling")
     rec = recommend(runs, 1e-4, "cpu", cores=2)
-    assert rec["strategy"] == "single" and rec["status"] == "inconclusive"
-    assert "contention" in rec["inconclusive_reason"]
+    assert rec.strategy == "single" and rec.status == "inconclusive"
+    assert "contention" in rec.inconclusive_reason
 
 
 def test_a_busy_machine_is_recorded_and_said():
@@ -278,7 +278,7 @@ def test_a_busy_machine_is_recorded_and_said():
     found = machine_load(busy)
     assert found["busy"] and found["other_cpu_share"]["median"] == pytest.approx(0.6)
     rec = recommend(busy, 1e-4, "cpu", cores=2)
-    assert rec["strategy"] == "single" and "the machine was busy" in rec["inconclusive_reason"]
+    assert rec.strategy == "single" and "the machine was busy" in rec.inconclusive_reason
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc/stat")

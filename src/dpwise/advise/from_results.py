@@ -9,6 +9,7 @@ from dpwise.advise.rules import Recommendation, Situation, decide, launch_comman
 from dpwise.errors import DpwiseError
 from dpwise.infra.units import sci, size
 from dpwise.results.document import Results
+from dpwise.results.records import Recommendation as Measured
 from dpwise.results.records import Run
 from dpwise.strategies import reference
 
@@ -55,9 +56,9 @@ def run_warnings(results: Results, run: Run) -> list[str]:
     return out
 
 
-def _inconclusive(rec: dict[str, Any], s: Situation) -> Recommendation:
+def _inconclusive(rec: Measured, s: Situation) -> Recommendation:
     answer = decide(s)
-    why = rec.get("inconclusive_reason") or "the measurements could not separate the runs"
+    why = rec.inconclusive_reason or "the measurements could not separate the runs"
     answer.reasons = [
         f"dpwise compare's measurements were inconclusive: {why}; this answer comes from the "
         "rules, not from the measurements",
@@ -74,26 +75,26 @@ def from_results(document: dict[str, Any], s: Situation) -> Recommendation:
     precedence over every rule, unless they could not separate the runs (status "inconclusive";
     files without a status were conclusive)."""
     results = Results.from_json(document)
-    rec = results.recommendation
-    best = results.run(rec.get("run", "")) or results.runs[0]
+    rec = Measured.from_json(results.recommendation)
+    best = results.run(rec.run) or results.runs[0]
     refuse_diverged(best)
-    if rec.get("status", "recommended") == "inconclusive":
+    if rec.status == "inconclusive":
         answer = _inconclusive(rec, s)
         answer.warnings = run_warnings(results, best)
         return answer
     reasons = [
         "measured by dpwise compare: measurements take precedence over the rules",
-        *rec["reasons"],
+        *rec.reasons,
         f"measured peak per device of {best.label}: {size(best.memory.busiest)}",
     ]
-    world = int(rec.get("world_size", 1))
+    world = 1 if rec.world_size is None else rec.world_size
     return Recommendation(
-        rec["strategy"],
+        rec.strategy,
         "measured-results",
         reasons,
-        rec.get("runner_up"),
+        rec.runner_up,
         ["other hardware or another workload: run dpwise compare there"],
-        launch_commands(rec["strategy"], world, 1, s.workload_args),
+        launch_commands(rec.strategy, world, 1, s.workload_args),
         world,
         measurement_status="recommended",
         warnings=run_warnings(results, best),

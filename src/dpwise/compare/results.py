@@ -199,7 +199,9 @@ def assemble(
         runs=tuple(runs),
         diagnosis=probe.to_dict(),
         checks=tuple(outcomes.values()),
-        recommendation=recommend(runs, cfg.tolerance, device_type, why.known_cause, why.untrained),
+        recommendation=recommend(
+            runs, cfg.tolerance, device_type, why.known_cause, why.untrained
+        ).to_json(),
         claims=tuple(claims(runs, outcomes, env, dp_vs_ddp)),
         link_probe=link_probe(runs),
         load=machine_load(runs),

@@ -1,4 +1,5 @@
-"""The recommendation and the guide's claims, each answered from the measured runs."""
+"""The recommendation (the runs weighed: Evidence, said by compare's text module) and the
+guide's claims, each answered from the measured runs."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from dpwise.compare import text
 from dpwise.compare.checks import COMMUNICATION, MEMORY, SCALABILITY, Check
 from dpwise.compare.checks.base import (
+    Comparison,
     clearly_faster,
     compare,
     diverged,
@@ -15,19 +18,27 @@ from dpwise.compare.checks.base import (
     params_agree,
 )
 from dpwise.compare.checks.communication import stalled
-from dpwise.compare.checks.contention import busy_text, impossible, impossible_text, machine_load
+from dpwise.compare.checks.contention import impossible, machine_load
 from dpwise.compare.checks.speed import drifted
 from dpwise.compare.checks.thresholds import (
-    CONFIDENCE,
     EXPOSED_SHARE_LIMIT,
     FSDP_LESS_MEMORY,
     HALF_MEMORY,
     NEAR_LINEAR,
 )
-from dpwise.infra.units import mib, pct, rate, sci
+from dpwise.compare.evidence import (
+    Busy,
+    Contention,
+    Doubt,
+    Drift,
+    Evidence,
+    ReferenceDiverged,
+    Unsure,
+)
+from dpwise.infra.units import mib, pct, sci
 from dpwise.measure.agreement import Untrained
 from dpwise.results.filters import one_process_many_devices, one_process_per_device
-from dpwise.results.records import CheckResult, Run
+from dpwise.results.records import CheckResult, Recommendation, Run
 
 GUIDE = "guide"
 
@@ -39,7 +50,7 @@ def recommend(
     known_cause: str | None = None,
     untrained: Untrained | None = None,
     cores: int | None = None,
-) -> dict[str, Any]:
+) -> Recommendation:
     """The fastest run that is faster than single beyond the noise; otherwise single.
 
     A run that changed the model is a candidate only when the cause is known (e.g. BatchNorm) and
@@ -47,124 +58,74 @@ def recommend(
     evidence cannot separate a candidate from single, or a one-process run disagrees with single,
     the status is "inconclusive" (with the reason) and single stays the safe default.
     """
+    found = weigh(runs, tolerance, device_type, known_cause, untrained, cores)
+    best, runner = found.best, found.runner
+    return Recommendation(
+        strategy=best.strategy,
+        world_size=best.world_size,
+        run=best.id,
+        runner_up=None if runner is None else runner.id,
+        headline=text.headline(found),
+        reasons=tuple(text.reasons(found)),
+        status="inconclusive" if found.doubt else "recommended",
+        inconclusive_reason=text.doubt(found.doubt),
+        diverged=tuple(r.id for r in runs if diverged(r)),  # never recommended
+        vs_single={k: c.to_dict() for k, c in found.vs.items()},
+    )
+
+
+def weigh(
+    runs: list[Run],
+    tolerance: float,
+    device_type: str,
+    known_cause: str | None = None,
+    untrained: Untrained | None = None,
+    cores: int | None = None,
+) -> Evidence:
+    """The runs weighed against single (see recommend)."""
     single = runs[0]
     ok = [r for r in runs if not diverged(r) and (params_agree(r, tolerance) or known_cause)]
     parallel = [r for r in ok if r.world_size > 1 and not r.notes]
     vs = {r.id: compare(r, single) for r in parallel}
     ranked = sorted(parallel, key=median_rate, reverse=True)
     faster = [r for r in ranked if vs[r.id].outcome == "faster"]
-    reason = _contended(runs, device_type, cores) or _inconclusive(runs, ranked, vs, bool(faster))
-    best = faster[0] if faster and not reason else single
-    runner = next((r for r in [*ranked, single] if r is not best), None)
-    reasons = [_best_reason(best, single, vs.get(best.id))]
-    if runner is not None:
-        reasons.append(
-            f"runner-up: {runner.label} at {rate(median_rate(runner))} samples/s "
-            f"({runner.speedup_vs_single:.2f}× single)"
-        )
-    if reason:
-        reasons.insert(0, f"inconclusive: {reason}")
-    reasons.append(_agreement(runs, tolerance, known_cause))
-    if untrained:
-        reasons.append(
-            f"{untrained.elements:,} of {untrained.trainable_elements:,} trainable parameter "
-            "values never changed in any run: the runs agree on what did not train (see the "
-            "convergence check)"
-        )
-    if device_type == "cpu" and best is single:
-        reasons.append(_cpu_reason(runs))
-    return {
-        "strategy": best.strategy,
-        "world_size": best.world_size,
-        "run": best.id,
-        "runner_up": None if runner is None else runner.id,
-        "headline": _headline(best, single, reason),
-        "reasons": reasons,
-        "status": "inconclusive" if reason else "recommended",
-        "inconclusive_reason": reason,
-        "diverged": [r.id for r in runs if diverged(r)],  # never recommended
-        "vs_single": {k: c.to_dict() for k, c in vs.items()},
-    }
+    doubt = _contended(runs, device_type, cores) or _inconclusive(runs, ranked, vs, bool(faster))
+    best = faster[0] if faster and not doubt else single
+    return Evidence(
+        runs=tuple(runs),
+        best=best,
+        runner=next((r for r in [*ranked, single] if r is not best), None),
+        vs=vs,
+        doubt=doubt,
+        tolerance=tolerance,
+        known_cause=known_cause,
+        untrained=untrained,
+        device_type=device_type,
+    )
 
 
-def _contended(runs: list[Run], device_type: str, cores: int | None) -> str | None:
+def _contended(runs: list[Run], device_type: str, cores: int | None) -> Doubt | None:
     """Why the figures measure the machine's load rather than the strategies, or None (also
     where the machine's cores are not known)."""
     found = impossible(runs, device_type, cores) if cores else []
-    if found:
-        return (
-            f"figures this CPU cannot produce, from contention: {impossible_text(found, cores)}; "
-            "other processes slowed the runs unevenly. Run again on a quieter machine"
-        )
-    return busy_text(machine_load(runs))
+    if found and cores:
+        return Contention(tuple(found), cores)
+    load = machine_load(runs)
+    return Busy(load) if load and load.get("busy") else None
 
 
 def _inconclusive(
-    runs: list[Run], ranked: list[Run], vs: dict[str, Any], any_faster: bool
-) -> str | None:
+    runs: list[Run], ranked: list[Run], vs: dict[str, Comparison], any_faster: bool
+) -> Doubt | None:
     """Why the evidence cannot pick a run, or None when it can: the machine's speed was not
     steady (a one-process run disagrees with single), or no run is faster and one might be."""
     if diverged(runs[0]):
-        return (
-            "the loss of the single-process run, the reference, became non-finite (see the "
-            "convergence check): fix the divergence and run dpwise compare again"
-        )
+        return ReferenceDiverged()
     drift = drifted(runs)
     if drift:
-        return (
-            f"{', '.join(drift)} should match single's speed but differ beyond the noise, so "
-            "the machine's speed was not steady while the runs took turns; run again on a "
-            "quieter machine"
-        )
+        return Drift(tuple(drift))
     unsure = [r for r in ranked if vs[r.id].outcome == "inconclusive"]
-    return vs[unsure[0].id].reason if unsure and not any_faster else None
-
-
-def _best_reason(best: Run, single: Run, vs: Any) -> str:
-    spread = f"{best.samples_per_s.min:,.0f}–{best.samples_per_s.max:,.0f}"
-    extra = ""
-    if best is not single:
-        extra = (
-            f", {best.speedup_vs_single:.2f}× the single process ({CONFIDENCE:.0%} interval "
-            f"of the per-round ratio {vs.interval} over {vs.rounds} rounds)"
-        )
-    return (
-        f"{best.label} trains at {rate(median_rate(best))} samples/s "
-        f"({spread} over the repeats){extra}"
-    )
-
-
-def _headline(best: Run, single: Run, reason: str | None) -> str:
-    if diverged(single):
-        return "No recommendation: the training diverged (a non-finite loss); fix it first"
-    if reason:
-        return "Inconclusive on this machine: keep a single process until a quieter run decides"
-    what = best.label if best is not single else "a single process"
-    return f"Use {what} on this machine for this model"
-
-
-def _agreement(runs: list[Run], tolerance: float, known_cause: str | None) -> str:
-    bad = [r.label for r in runs if diverged(r)]
-    if bad:
-        return f"the loss of {', '.join(bad)} diverged: a run that diverged is never recommended"
-    worst = max(r.max_param_diff_vs_single for r in runs)
-    if all(params_agree(r, tolerance) for r in runs):
-        return f"parameters of every run agree with single within {sci(worst)}"
-    return f"some runs differ from single by up to {sci(worst)}" + (
-        f" because of {known_cause}: see the convergence check" if known_cause else ""
-    )
-
-
-def _cpu_reason(runs: list[Run]) -> str:
-    ddp = [r for r in one_process_per_device(runs) if r.world_size > 1]
-    if not ddp:
-        return "this machine has no GPU: every run used the CPU"
-    top = max(ddp, key=lambda r: r.world_size)
-    return (
-        f"no GPU: {top.label} split the CPU's cores between processes "
-        f"({top.threads_per_process} thread(s) each), so DDP adds communication without "
-        "adding compute"
-    )
+    return Unsure(vs[unsure[0].id]) if unsure and not any_faster else None
 
 
 def _claim(claim: str, source: str, measured: str, verdict: str, why: str = "") -> dict[str, str]:

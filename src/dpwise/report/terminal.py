@@ -10,6 +10,7 @@ from rich.table import Table
 
 from dpwise.infra.units import mib, rate, sci
 from dpwise.results.document import Results
+from dpwise.results.records import Recommendation
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
 
@@ -71,8 +72,8 @@ def checks_table(results: Results) -> Table:
 
 
 def verdict_lines(results: Results) -> list[str]:
-    rec = results.recommendation
-    return [f"[bold]{rec['headline']}[/]", *(f"  • {reason}" for reason in rec["reasons"])]
+    rec = Recommendation.from_json(results.recommendation)
+    return [f"[bold]{rec.headline}[/]", *(f"  • {reason}" for reason in rec.reasons)]
 
 
 def projection_line(results: Results, at: int = 64) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 from dpwise.report.link_view import link_view
 from dpwise.report.projection_view import projection_view
 from dpwise.results.document import Results
-from dpwise.results.records import CheckResult, Run
+from dpwise.results.records import CheckResult, Recommendation, Run
 
 TITLE = "dpwise compare report"
 DASH = "—"
@@ -153,21 +153,21 @@ def key_values(block: Any) -> list[list[str]]:
     return [[str(k).replace("_", " "), fmt_value(v, str(k))] for k, v in _dict(block).items()]
 
 
-def _verdict_view(rec: dict[str, Any]) -> dict[str, Any]:
-    strategy, size = rec.get("strategy"), rec.get("world_size")
+def _verdict_view(rec: Recommendation) -> dict[str, Any]:
     recommended = ""
-    if strategy:
-        recommended = f"{strategy}" + (f" × {size}" if isinstance(size, int) else "")
-    inconclusive = rec.get("status") == "inconclusive"
+    if rec.strategy:
+        size = rec.world_size
+        recommended = rec.strategy + (f" × {size}" if size is not None else "")
+    inconclusive = rec.status == "inconclusive"
     return {
-        "headline": str(rec.get("headline") or "No recommendation was made."),
+        "headline": rec.headline or "No recommendation was made.",
         "recommended": recommended,
         "recommended_label": "Safe default until a run decides" if inconclusive else "Recommended",
-        "reasons": [str(r) for r in _list(rec.get("reasons"))],
+        "reasons": list(rec.reasons),
     }
 
 
-def _extra_plots(files: dict[str, str] | None, used: set[str]) -> list[dict[str, str]]:
+def _extra_plots(files: dict[str, str] | None, used: set[str | None]) -> list[dict[str, str]]:
     extra = [name for name in (files or {}) if name not in used]
     return [{"file": name, "alt": plot_alt(name, files, "Plot")} for name in extra]
 
@@ -180,7 +180,7 @@ def build_view(results: Results) -> dict[str, Any]:
     used = {c["plot"] for c in checks if c["plot"]} | {link_plot}
     return {
         "title": TITLE,
-        "verdict": _verdict_view(results.recommendation),
+        "verdict": _verdict_view(Recommendation.from_json(results.recommendation)),
         "claim_columns": CLAIM_COLUMNS,
         "claims": [_claim_view(c) for c in results.claims],
         "checks": checks,

@@ -1,5 +1,6 @@
-"""compare's records, typed: one measured run (Run) and one check's outcome (CheckResult). JSON
-only at the boundary (to_json / from_json).
+"""compare's records, typed: one measured run (Run), one check's outcome (CheckResult, its
+status a CheckStatus) and the verdict (Recommendation). JSON only at the boundary (to_json /
+from_json).
 
 ``from_json`` reads every results.json of schema 1, older files included: a key an older file
 lacks takes its default. ``to_json`` writes every key results.json has always had.
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal, TypedDict, get_args
 
 Json = dict[str, Any]
 
@@ -21,6 +22,12 @@ def _int(value: Any, default: int) -> int:
 def _seq(value: Any) -> tuple[Any, ...]:
     """A JSON list as a tuple; anything else (absent, None, a stray value) as empty."""
     return tuple(value) if isinstance(value, list | tuple) else ()
+
+
+def _measured(value: float | None, run: str, key: str) -> float:
+    if value is None:
+        raise ValueError(f"run {run} has no {key}: it was not measured or not yet derived")
+    return value
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -137,7 +144,18 @@ class Run:
 
     @property
     def median_rate(self) -> float:
-        return self.samples_per_s.median
+        """The median throughput in samples/s: every measured run has one."""
+        return _measured(self.samples_per_s.median, self.id, "samples_per_s")
+
+    @property
+    def speedup(self) -> float:
+        """The median throughput against single's, once compare derived it."""
+        return _measured(self.speedup_vs_single, self.id, "speedup_vs_single")
+
+    @property
+    def param_diff(self) -> float:
+        """The largest parameter difference from single's, once compare derived it."""
+        return _measured(self.max_param_diff_vs_single, self.id, "max_param_diff_vs_single")
 
     def to_json(self) -> Json:
         out = {
@@ -216,22 +234,96 @@ class Run:
         )
 
 
-@dataclass
+CheckStatus = Literal["pass", "fail", "warn", "skip"]
+CHECK_STATUSES: tuple[CheckStatus, ...] = get_args(CheckStatus)
+
+
+class Table(TypedDict):
+    """A check's table: its header and its rows, every cell a string."""
+
+    columns: list[str]
+    rows: list[list[str]]
+
+
+def empty_table() -> Table:
+    return {"columns": [], "rows": []}
+
+
+@dataclass(kw_only=True)
 class CheckResult:
+    """One check's outcome (results.json's ``checks[i]``): its status, its sentences, the figures
+    behind them, its table and its plot."""
+
     name: str
-    status: str  # pass | fail | warn | skip
+    status: CheckStatus
     summary: str
     explanation: str
-    figures: dict[str, Any] = field(default_factory=dict)
-    table: dict[str, Any] = field(default_factory=lambda: {"columns": [], "rows": []})
+    figures: Json = field(default_factory=dict)
+    table: Table = field(default_factory=empty_table)
     plot: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> Json:
         return asdict(self)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CheckResult:
-        """A check of a results.json; keys it lacks take their defaults ("" for text)."""
+        """A check of a results.json; keys it lacks take their defaults ("" for text). A status
+        the file spells otherwise is kept as written: the report shows it as it is."""
         known = {f.name for f in fields(cls)}
         text = {"name": "", "status": "", "summary": "", "explanation": ""}
         return cls(**{**text, **{k: v for k, v in d.items() if k in known}})
+
+
+RecommendationStatus = Literal["recommended", "inconclusive"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recommendation:
+    """compare's verdict (results.json's ``recommendation``): the run to use, the runner-up, the
+    headline and reasons, and whether the evidence could decide ("inconclusive" with its reason:
+    the safe default, single, is named)."""
+
+    strategy: str
+    world_size: int | None
+    run: str
+    runner_up: str | None
+    headline: str
+    reasons: tuple[str, ...]
+    status: RecommendationStatus = "recommended"
+    inconclusive_reason: str | None = None
+    diverged: tuple[str, ...] = ()  # the runs whose loss went non-finite: never recommended
+    vs_single: dict[str, Json] = field(default_factory=dict)  # Comparison.to_dict() by run
+
+    def to_json(self) -> Json:
+        return {
+            "strategy": self.strategy,
+            "world_size": self.world_size,
+            "run": self.run,
+            "runner_up": self.runner_up,
+            "headline": self.headline,
+            "reasons": [*self.reasons],
+            "status": self.status,
+            "inconclusive_reason": self.inconclusive_reason,
+            "diverged": [*self.diverged],
+            "vs_single": dict(self.vs_single),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> Recommendation:
+        """The recommendation of any results.json of schema 1: a key an older file lacks takes
+        its default (no status: it was conclusive; no text: empty)."""
+        d = _map(d)
+        size, runner = d.get("world_size"), d.get("runner_up")
+        reason = d.get("inconclusive_reason")
+        return cls(
+            strategy=str(d.get("strategy") or ""),
+            world_size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+            run=str(d.get("run") or ""),
+            runner_up=None if runner is None else str(runner),
+            headline=str(d.get("headline") or ""),
+            reasons=tuple(str(r) for r in _seq(d.get("reasons"))),
+            status="inconclusive" if d.get("status") == "inconclusive" else "recommended",
+            inconclusive_reason=None if reason is None else str(reason),
+            diverged=tuple(str(r) for r in _seq(d.get("diverged"))),
+            vs_single=dict(_map(d.get("vs_single"))),
+        )

@@ -1,15 +1,19 @@
-"""Owns: the guide's validation checks, one module per check (a CheckContext in, a CheckResult
-out), their shared comparisons (base.py) and thresholds; CHECKS, the one ordered registry.
+"""Owns: the guide's validation checks, one module per check (a CheckContext in, a finding out:
+data, no prose), their sentences (text.py), shared comparisons (base.py) and thresholds; CHECKS,
+the one ordered registry.
 May import: results, diagnosis, measure, strategies, train (finiteness), infra; no measuring here.
 Imported by: compare (runner, results, verdict) and nothing outside it.
 """
 
-from dpwise.compare.checks.base import Check, CheckContext, Diagnosis
-from dpwise.compare.checks.communication import COMMUNICATION
-from dpwise.compare.checks.convergence import CONVERGENCE, explain_divergence
-from dpwise.compare.checks.memory import MEMORY
-from dpwise.compare.checks.scalability import SCALABILITY
-from dpwise.compare.checks.speed import SPEED
+from dpwise.compare.checks import communication, convergence, memory, scalability, speed, text
+from dpwise.compare.checks.base import Check, CheckContext, Diagnosis, Finding, Said
+from dpwise.compare.checks.text import explain_divergence
+
+CONVERGENCE = Check(convergence.NAME, convergence.find, text.convergence)
+MEMORY = Check(memory.NAME, memory.find, text.memory)
+SPEED = Check(speed.NAME, speed.find, text.speed)
+COMMUNICATION = Check(communication.NAME, communication.find, text.communication)
+SCALABILITY = Check(scalability.NAME, scalability.find, text.scalability)
 
 CHECKS: tuple[Check, ...] = (CONVERGENCE, MEMORY, SPEED, COMMUNICATION, SCALABILITY)
 
@@ -23,5 +27,7 @@ __all__ = [
     "Check",
     "CheckContext",
     "Diagnosis",
+    "Finding",
+    "Said",
     "explain_divergence",
 ]

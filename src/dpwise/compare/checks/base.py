@@ -1,12 +1,12 @@
-"""The checks' one interface (a CheckContext in, a CheckResult out), a Diagnosis of the model,
-and run comparisons shared by the checks and the verdict."""
+"""The checks' one interface (a CheckContext in, a Finding out, said as a CheckResult), a
+Diagnosis of the model, and run comparisons shared by the checks and the verdict."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar
 
 from dpwise.compare.checks.thresholds import CONFIDENCE, SPEED_MARGIN
 from dpwise.diagnosis.buffers import MutatedBuffer
@@ -14,7 +14,7 @@ from dpwise.diagnosis.layers import Layer, group
 from dpwise.diagnosis.unused import Unused
 from dpwise.measure.agreement import Untrained
 from dpwise.measure.stats import median_interval, paired_ratios
-from dpwise.results.records import CheckResult, Run
+from dpwise.results.records import CheckResult, CheckStatus, Json, Run, Table
 
 
 @dataclass(frozen=True)
@@ -73,15 +73,49 @@ class CheckContext:
     cpu_cores: int
 
 
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """What a check found, as data: its status, the figures results.json keeps, its table and
+    its plot. Each check's finding adds its cause and the figures its sentences need."""
+
+    status: CheckStatus
+    figures: Json
+    table: Table
+    plot: str | None
+
+
+F = TypeVar("F", bound=Finding)
+
+
 @dataclass(frozen=True)
-class Check:
-    """One validation check: its name (the CheckResult's) and how it evaluates a context."""
+class Said:
+    """A finding in words: the check's one-line summary and its explanation."""
+
+    summary: str
+    explanation: str
+
+
+@dataclass(frozen=True)
+class Check(Generic[F]):
+    """One validation check: its name (the CheckResult's), how it finds (compute, no prose) and
+    how its finding is said (the checks' text module)."""
 
     name: str
-    evaluate: Callable[[CheckContext], CheckResult]
+    find: Callable[[CheckContext], F]
+    say: Callable[[F], Said]
 
     def __call__(self, ctx: CheckContext) -> CheckResult:
-        return self.evaluate(ctx)
+        found = self.find(ctx)
+        said = self.say(found)
+        return CheckResult(
+            name=self.name,
+            status=found.status,
+            summary=said.summary,
+            explanation=said.explanation,
+            figures=found.figures,
+            table=found.table,
+            plot=found.plot,
+        )
 
 
 def diverged(run: Run) -> bool:
@@ -113,7 +147,10 @@ def peak(run: Run) -> int:
 
 
 def median_rate(run: Run) -> float:
-    return run.samples_per_s.median
+    return run.median_rate
+
+
+Outcome = Literal["faster", "slower", "same", "inconclusive"]
 
 
 @dataclass(frozen=True)
@@ -124,7 +161,7 @@ class Comparison:
     lies within it, "inconclusive" when it straddles the margin or there are too few rounds.
     """
 
-    outcome: str
+    outcome: Outcome
     ratio: float
     low: float
     high: float
@@ -141,8 +178,7 @@ class Comparison:
 
 
 def _values(run: Run) -> list[float]:
-    s = run.samples_per_s
-    return list(s.values or [s.median])
+    return list(run.samples_per_s.values or [run.median_rate])
 
 
 def compare(a: Run, b: Run, margin: float = SPEED_MARGIN) -> Comparison:

@@ -1,13 +1,18 @@
 """Check 4, communication: collectives per step, bytes against gradients, exposed time (DDP's;
-FSDP's all-gathers and reduce-scatters are said beside it, not judged)."""
+FSDP's all-gathers and reduce-scatters are said beside it, not judged).
+
+What it finds is data (a CommunicationFinding); checks/text.py says it."""
 
 from __future__ import annotations
 
-from dpwise.compare.checks.base import Check, CheckContext
+from dataclasses import dataclass
+from typing import Any
+
+from dpwise.compare.checks.base import CheckContext, Finding
 from dpwise.compare.checks.thresholds import BYTES_TOLERANCE, EXPOSED_SHARE_LIMIT
 from dpwise.infra.units import mib, pct
 from dpwise.results.filters import one_process_per_device, sharded
-from dpwise.results.records import CheckResult, Run
+from dpwise.results.records import Json, Run, Table
 from dpwise.strategies import traits
 
 NAME = "communication"
@@ -30,11 +35,59 @@ def stalled(share: float) -> bool:
     return share >= EXPOSED_SHARE_LIMIT
 
 
+@dataclass(frozen=True, kw_only=True)
+class CommunicationFinding(Finding):
+    top: Run | None  # the ddp run of the largest world size profiled (None: none)
+    full: bool  # it all-reduced every gradient byte (within the tolerance)
+    stalled: bool  # its exposed share stalls the step
+    sharded: tuple[Run, ...]  # sharded runs of two or more processes: said, not judged
+
+
+def profile(run: Run) -> Json:
+    """The run's profile of its collectives (empty where none was recorded)."""
+    return run.communication or {}
+
+
+def find(ctx: CheckContext) -> CommunicationFinding:
+    grouped = [r for r in ctx.runs if traits(r.strategy).process_group and r.communication]
+    # the verdict and table are DDP's (the guide's claim); a sharded run's collectives are said
+    ddp = one_process_per_device(grouped)
+    measured = [r for r in ddp if r.world_size > 1 and "exposed_share" in profile(r)]
+    table: Table = {"columns": COLUMNS, "rows": [_row(r) for r in ddp]}
+    shards = tuple(r for r in sharded(grouped) if r.world_size > 1)
+    if not measured:
+        return CommunicationFinding(
+            status="skip",
+            figures={},
+            table=table,
+            plot=None,
+            top=None,
+            full=False,
+            stalled=False,
+            sharded=shards,
+        )
+    top = max(measured, key=lambda r: r.world_size)
+    c = profile(top)
+    gradients = c["gradient_bytes"]
+    full = abs(c["bytes_all_reduced_per_step"] - gradients) <= BYTES_TOLERANCE * gradients
+    heavy = stalled(c["exposed_share"])
+    return CommunicationFinding(
+        status="warn" if heavy or not full else "pass",
+        figures={r.id: r.communication for r in measured},
+        table=table,
+        plot="communication.png",
+        top=top,
+        full=full,
+        stalled=heavy,
+        sharded=shards,
+    )
+
+
 def _row(r: Run) -> list[str]:
-    c = r.communication
+    c = profile(r)
     if r.world_size == 1:
         return [r.label, ONE_PROCESS, "–", "–", mib(c["gradient_bytes"]), "–", "–", "–"]
-    ops = {o["op"]: o for o in c["collectives"]}
+    ops: dict[str, Any] = {o["op"]: o for o in c["collectives"]}
     return [
         r.label,
         f"{ops['all_reduce']['count_per_step']:.1f}",
@@ -45,81 +98,3 @@ def _row(r: Run) -> list[str]:
         pct(c["exposed_share"]),
         "–" if r.sync_points_per_step is None else f"{r.sync_points_per_step:.1f}",
     ]
-
-
-SHARDED_NOTE = (
-    " Not judged here (the guide's claim is DDP's): a sharded run all-gathers each unit's "
-    "parameters around its forward and backward and reduce-scatters its gradients; the bytes "
-    "are those of the unsharded tensors. On gloo a reduce-scatter runs as an all-reduce."
-)
-
-
-def sharded_collectives(r: Run) -> str:
-    """One sentence on a sharded run's collectives per step (FSDP: all-gather, reduce-scatter)."""
-    c = r.communication or {}
-    ops = {o["op"]: o for o in c.get("collectives", ())}
-    said = [
-        f"{ops[op]['count_per_step']:.1f} {words} ({mib(c.get(key))}, "
-        f"{ops[op]['ms_per_step']:.2f} ms)"
-        for op, words, key in (
-            ("all_gather", "all-gathers", "bytes_all_gathered_per_step"),
-            ("reduce_scatter", "reduce-scatters", "bytes_reduce_scattered_per_step"),
-        )
-        if op in ops
-    ]
-    if not said:
-        return ""
-    return f" {r.label} per step: {' and '.join(said)}."
-
-
-def evaluate(ctx: CheckContext) -> CheckResult:
-    grouped = [r for r in ctx.runs if traits(r.strategy).process_group and r.communication]
-    # the verdict and table are DDP's (the guide's claim); a sharded run's collectives are said
-    ddp = one_process_per_device(grouped)
-    measured = [r for r in ddp if r.world_size > 1 and "exposed_share" in r.communication]
-    table = {"columns": COLUMNS, "rows": [_row(r) for r in ddp]}
-    shards = "".join(sharded_collectives(r) for r in sharded(grouped) if r.world_size > 1)
-    if shards:  # the bytes are the unsharded tensors each kind of collective handled
-        shards = SHARDED_NOTE + shards
-    if not measured:
-        return CheckResult(
-            NAME,
-            "skip",
-            "no DDP run with two or more processes to profile",
-            "Include ddp at a world size of 2 or more to profile its collectives; a one-process "
-            "group has nothing to exchange." + shards,
-            {},
-            table,
-            None,
-        )
-    top = max(measured, key=lambda r: r.world_size)
-    c = top.communication
-    full = abs(c["bytes_all_reduced_per_step"] - c["gradient_bytes"]) <= (
-        BYTES_TOLERANCE * c["gradient_bytes"]
-    )
-    heavy = stalled(c["exposed_share"])
-    return CheckResult(
-        NAME,
-        "warn" if heavy or not full else "pass",
-        f"{top.label}: {mib(c['bytes_all_reduced_per_step'])} all-reduced per step for "
-        f"{mib(c['gradient_bytes'])} of gradients; {pct(c['exposed_share'])} of the step is "
-        "communication not hidden behind compute",
-        "torch.profiler recorded the collectives of a few steady steps (traces open in Perfetto). "
-        "DDP all-reduces gradient buckets during backward, overlapping the rest of backward; the "
-        "exposed part is the time a synchronised step takes beyond the same step under no_sync, "
-        f"measured by alternating the two. Communication counts as hidden below "
-        f"{pct(EXPOSED_SHARE_LIMIT)} of the step. "
-        + (
-            "Here it stalls the step: fewer, larger steps (bigger batch or --accum-steps with "
-            "no_sync) amortise it."
-            if heavy
-            else ""
-        )
-        + shards,
-        {r.id: r.communication for r in measured},
-        table,
-        "communication.png",
-    )
-
-
-COMMUNICATION = Check(NAME, evaluate)

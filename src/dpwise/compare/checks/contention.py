@@ -10,13 +10,19 @@ never passed as a result.
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import NamedTuple
 
 from dpwise.compare.checks.base import diverged
 from dpwise.compare.checks.thresholds import CONTENTION_MARGIN, ONE_PROCESS_MARGIN
-from dpwise.infra.units import pct
 from dpwise.measure.load import BUSY_SHARE
-from dpwise.results.records import Run
+from dpwise.results.records import Json, Run
+
+
+class Contended(NamedTuple):
+    """A run whose speed-up over single this CPU cannot produce: above ``bound``."""
+
+    run: Run
+    bound: float
 
 
 def bound(run: Run, cores: int) -> float:
@@ -26,12 +32,12 @@ def bound(run: Run, cores: int) -> float:
     return min(run.world_size, cores) * CONTENTION_MARGIN
 
 
-def impossible(runs: list[Run], device_type: str, cores: int) -> list[tuple[Run, float]]:
+def impossible(runs: list[Run], device_type: str, cores: int) -> list[Contended]:
     """The runs (with their bound) whose speed-up over single the CPU cannot produce."""
     if device_type != "cpu":
         return []
     return [
-        (r, bound(r, cores))
+        Contended(r, bound(r, cores))
         for r in runs[1:]
         if not diverged(r)
         and r.speedup_vs_single is not None
@@ -39,16 +45,7 @@ def impossible(runs: list[Run], device_type: str, cores: int) -> list[tuple[Run,
     ]
 
 
-def impossible_text(found: list[tuple[Run, float]], cores: int) -> str:
-    """'ddp × 2 at 8.10× single (at most 2.50× on 2 cores), …'."""
-    return ", ".join(
-        f"{r.label} at {r.speedup_vs_single:.2f}× single (at most {b:.2f}× on {cores} "
-        f"core{'s' if cores != 1 else ''})"
-        for r, b in found
-    )
-
-
-def machine_load(runs: list[Run]) -> dict[str, Any] | None:
+def machine_load(runs: list[Run]) -> Json | None:
     """results.json's ``load``: other processes' share of the cores while the runs measured
     (dpwise.measure.load), over every repeat of every run; None where it was not measured."""
     values = [v for r in runs for v in r.other_cpu_share.values if v is not None]
@@ -66,16 +63,3 @@ def machine_load(runs: list[Run]) -> dict[str, Any] | None:
         "method": "the machine's busy CPU time (/proc/stat) less the run's own processes' CPU "
         "time, per repeat, as a share of wall time × cores",
     }
-
-
-def busy_text(load: dict[str, Any] | None) -> str | None:
-    """'other processes used 62 % of the machine's cores …' when the machine was busy, else
-    None."""
-    if not load or not load.get("busy"):
-        return None
-    share = load["other_cpu_share"]
-    return (
-        f"the machine was busy: other processes used {pct(share['median'])} of its cores while "
-        f"the runs measured (up to {pct(share['max'])} in a repeat), so throughput measures the "
-        "contention as much as the strategies"
-    )

@@ -1,149 +1,109 @@
 """Check 2, memory: peak per device, the DDP / DataParallel ratio and device-0 imbalance (GPUs),
-and FSDP's peak per process against DDP's at the same world size (CPU and GPU)."""
+and FSDP's peak per process against DDP's at the same world size (CPU and GPU).
+
+What it finds is data (a MemoryFinding of two comparisons); checks/text.py says it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Literal
 
-from dpwise.compare.checks.base import Check, CheckContext, peak
+from dpwise.compare.checks.base import CheckContext, Finding, peak
 from dpwise.compare.checks.thresholds import FSDP_LESS_MEMORY, HALF_MEMORY
 from dpwise.infra.units import gib, mib
 from dpwise.results.filters import one_process_many_devices, one_process_per_device, sharded
-from dpwise.results.records import CheckResult, Run
-
-WINDOW = (
-    "CPU figures are the peak of live tensor memory recorded by torch.profiler from the model's "
-    "construction (after the data set is built) through a few steps; CUDA figures are "
-    "torch.cuda.max_memory_allocated over the first timed repeat (NCCL's own buffers are not "
-    "included)."
-)
+from dpwise.results.records import CheckStatus, Json, Run
 
 NAME = "memory"
 
-
-def evaluate(ctx: CheckContext) -> CheckResult:
-    runs, device_type = list(ctx.runs), ctx.device_type
-    kind = runs[0].memory.kind
-    table = {"columns": ["run", "device", f"peak ({kind})", "peak RSS"], "rows": _memory_rows(runs)}
-    figures: dict[str, Any] = {"kind": kind, "peaks": {r.id: peak(r) for r in runs}}
-    peaks = ", ".join(f"{r.label} {mib(peak(r))}" for r in runs)
-    parts = [p for p in (_dp_part(runs, device_type), _fsdp_part(runs)) if p is not None]
-    measured = [p for p in parts if p.status is not None]
-    ordered = measured + [p for p in parts if p.status is None]  # what was measured first
-    for part in parts:
-        figures.update(part.figures)
-    status = "warn" if any(p.status == "warn" for p in measured) else "pass"
-    return CheckResult(
-        NAME,
-        status if measured else "skip",
-        ("" if measured else f"busiest device: {peaks}; ") + "; ".join(p.summary for p in ordered),
-        " ".join(p.explanation for p in ordered) + " " + WINDOW,
-        figures,
-        table,
-        "memory.png",
-    )
+Unmeasured = Literal["cpu", "no_pair"]  # why a comparison was not measured here
 
 
 @dataclass(frozen=True)
-class _Part:
-    """One comparison of the check: its status (None: not measured here) and its words."""
-
-    status: str | None
-    summary: str
-    explanation: str
-    figures: dict[str, Any] = field(default_factory=dict)
-
-
-def _dp_part(runs: list[Run], device_type: str) -> _Part:
+class DpVsDdp:
     """The guide's claim: DDP's peak per device against DataParallel's (GPUs only)."""
-    if device_type == "cpu":
-        return _Part(
-            None,
-            "DDP against DataParallel cannot be tested on the CPU",
-            "On the CPU DataParallel is a pass-through (it is the single-process run), so the "
-            "guide's comparison needs GPUs. Each DDP process holds the parameters, gradients, "
-            "optimizer state and DDP's bucket buffers (about one more copy of the gradients).",
-        )
-    dp, ddp = _pair(one_process_many_devices(runs), one_process_per_device(runs), smallest=2)
-    if dp is None or ddp is None or not peak(dp):
-        return _Part(
-            None,
-            "no dp and ddp run of the same size",
-            "Run dp and ddp at the same world size (--strategies single,dp,ddp) to compare them.",
-        )
-    ratio = peak(ddp) / peak(dp)
-    imbalance = _imbalance(dp)
-    held = ratio <= HALF_MEMORY
-    skew = "" if imbalance is None else f"; DataParallel's device 0 holds {imbalance:.2f}× the rest"
-    return _Part(
-        "pass" if held else "warn",
-        f"peak per device: {ddp.label} / {dp.label} = {ratio:.2f}: the guide's "
-        f"'≈ 50 % less' {'held' if held else 'did not hold'} here{skew}",
-        "DataParallel keeps the parameters, gradients, optimizer state and the gathered outputs "
-        "on device 0; each DDP process holds parameters, gradients, optimizer state and bucket "
-        "buffers on its own GPU. The ratio compares the busiest device of each run.",
-        {"ddp_over_dp": ratio, "dp_device0_imbalance": imbalance},
+
+    dp: Run
+    ddp: Run
+    ratio: float  # ddp / dp, the busiest device of each
+    imbalance: float | None  # DataParallel's device 0 against the mean of the others
+    held: bool
+
+
+@dataclass(frozen=True)
+class FsdpVsDdp:
+    """A sharded run (FSDP) against a replicated one (DDP) of the same world size."""
+
+    fsdp: Run
+    ddp: Run
+    ratio: float  # fsdp / ddp, the busiest process of each
+    gradients: int | None  # one copy of the gradients in bytes, as the probe counted
+    close: bool  # the peaks differ by less than one copy of the gradients
+    held: bool  # a saving that can be measured
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryFinding(Finding):
+    runs: tuple[Run, ...]
+    dp: DpVsDdp | Unmeasured
+    fsdp: FsdpVsDdp | Unmeasured | None  # None: no sharded run was asked for
+
+
+def find(ctx: CheckContext) -> MemoryFinding:
+    runs = list(ctx.runs)
+    kind = runs[0].memory.kind
+    figures: Json = {"kind": kind, "peaks": {r.id: peak(r) for r in runs}}
+    dp = "cpu" if ctx.device_type == "cpu" else _dp_vs_ddp(runs)
+    fsdp = _fsdp_vs_ddp(runs)
+    measured = [p for p in (dp, fsdp) if p is not None and not isinstance(p, str)]
+    for part in measured:
+        figures.update(_figures(part))
+    statuses: list[CheckStatus] = ["pass" if p.held else "warn" for p in measured]
+    status: CheckStatus = ("warn" if "warn" in statuses else "pass") if measured else "skip"
+    return MemoryFinding(
+        status=status,
+        figures=figures,
+        table={"columns": ["run", "device", f"peak ({kind})", "peak RSS"], "rows": _rows(runs)},
+        plot="memory.png",
+        runs=tuple(runs),
+        dp=dp,
+        fsdp=fsdp,
     )
 
 
-def _fsdp_part(runs: list[Run]) -> _Part | None:
-    """A sharded run (FSDP) against a replicated one (DDP) of the same world size, on CPU and
-    GPU alike; None when no sharded run was asked for."""
+def _dp_vs_ddp(runs: list[Run]) -> DpVsDdp | Unmeasured:
+    dp, ddp = _pair(one_process_many_devices(runs), one_process_per_device(runs), smallest=2)
+    if dp is None or ddp is None or not peak(dp):
+        return "no_pair"
+    ratio = peak(ddp) / peak(dp)
+    return DpVsDdp(dp, ddp, ratio, _imbalance(dp), ratio <= HALF_MEMORY)
+
+
+def _fsdp_vs_ddp(runs: list[Run]) -> FsdpVsDdp | Unmeasured | None:
     shards = sharded(runs)
     if not shards:
         return None
     ddp, fsdp = _pair(one_process_per_device(runs), shards, smallest=2)
     if ddp is None or fsdp is None or not peak(ddp) or not peak(fsdp):
-        return _Part(
-            None,
-            "no ddp run of a sharded run's world size",
-            "Run ddp and fsdp at the same world size (--strategies single,ddp,fsdp) to compare "
-            "their peaks per process.",
-        )
+        return "no_pair"
     ratio = peak(fsdp) / peak(ddp)
     gradients = _gradient_bytes(fsdp)
-    close = bool(gradients) and abs(peak(ddp) - peak(fsdp)) < gradients
-    held = ratio < FSDP_LESS_MEMORY and not close  # a saving is one that can be measured
-    verdict = (
-        "needed less than DDP"
-        if held
-        else "no measurable difference from DDP"
-        if close
-        else "did not need less than DDP"
-    )
-    return _Part(
-        "pass" if held else "warn",
-        f"peak per process: {fsdp.label} {mib(peak(fsdp))}, {ddp.label} {mib(peak(ddp))} "
-        f"({fsdp.label} / {ddp.label} = {ratio:.3f}): FSDP " + verdict,
-        FSDP_EXPLANATION
-        + _most_saved(gradients, fsdp.world_size)
-        + ("" if held or close else FSDP_NO_SAVING)
-        + (_close(gradients) if close else ""),
-        {
-            "ddp_peak_bytes": peak(ddp),
-            "fsdp_within_one_gradient_copy": close,
-            "fsdp_peak_bytes": peak(fsdp),
-            "fsdp_over_ddp": ratio,
-            "fsdp_vs_ddp_world_size": fsdp.world_size,
-            "fsdp_run": fsdp.id,
-            "ddp_run": ddp.id,
-        },
-    )
+    close = bool(gradients) and abs(peak(ddp) - peak(fsdp)) < (gradients or 0)
+    return FsdpVsDdp(fsdp, ddp, ratio, gradients, close, ratio < FSDP_LESS_MEMORY and not close)
 
 
-FSDP_EXPLANATION = (
-    "FSDP shards the parameters, gradients and optimizer state: each of W processes keeps 1/W "
-    "of them and all-gathers a unit's parameters only around its forward and backward (PyTorch's "
-    "FSDP documentation; ZeRO stage 3, Rajbhandari et al. 2020), while each DDP process keeps "
-    "whole copies plus its gradient buckets. Activations are the same in both (the same rows per "
-    "process). FSDP's peak per process should therefore be below DDP's: the check passes when "
-    "it is, comparing the busiest process of each run at the same world size."
-)
-FSDP_NO_SAVING = (
-    " Here it was not: what sharding saved was less than what FSDP's gathered units cost. The "
-    "saving grows with the share of memory the model state takes."
-)
+def _figures(part: DpVsDdp | FsdpVsDdp) -> Json:
+    if isinstance(part, DpVsDdp):
+        return {"ddp_over_dp": part.ratio, "dp_device0_imbalance": part.imbalance}
+    return {
+        "ddp_peak_bytes": peak(part.ddp),
+        "fsdp_within_one_gradient_copy": part.close,
+        "fsdp_peak_bytes": peak(part.fsdp),
+        "fsdp_over_ddp": part.ratio,
+        "fsdp_vs_ddp_world_size": part.fsdp.world_size,
+        "fsdp_run": part.fsdp.id,
+        "ddp_run": part.ddp.id,
+    }
 
 
 def _gradient_bytes(run: Run) -> int | None:
@@ -151,27 +111,7 @@ def _gradient_bytes(run: Run) -> int | None:
     return (run.communication or {}).get("gradient_bytes")
 
 
-def _most_saved(gradients: int | None, w: int) -> str:
-    """The most sharding can save per process, from the trainable parameter bytes."""
-    if not gradients:
-        return ""
-    return (
-        f" Here the trainable parameters take {mib(gradients)}: over {w} processes sharding saves "
-        f"at most {mib(gradients * (1 - 1 / w))} for each of the parameters, the gradients and "
-        "each optimizer state per parameter."
-    )
-
-
-def _close(gradients: int) -> str:
-    """The two peaks differ by less than one copy of the gradients."""
-    return (
-        f" The two peaks differ by less than one copy of the gradients ({mib(gradients)}), about "
-        "what a run's own CPU peak varies between runs and ranks (which of gloo's asynchronous "
-        "buffers are alive at the peak): read this as no measurable difference on this model."
-    )
-
-
-def _memory_rows(runs: list[Run]) -> list[list[str]]:
+def _rows(runs: list[Run]) -> list[list[str]]:
     rows = []
     for r in runs:
         devices, rss = r.memory.per_device, r.memory.peak_rss_bytes
@@ -195,6 +135,3 @@ def _imbalance(dp: Run) -> float | None:
     if len(peaks) < 2 or not sum(peaks[1:]):
         return None
     return peaks[0] / (sum(peaks[1:]) / len(peaks[1:]))
-
-
-MEMORY = Check(NAME, evaluate)

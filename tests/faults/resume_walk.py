@@ -5,6 +5,8 @@ final models (or the error that stopped it) to a JSON file.
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 resume_walk.py CASES OUT
 
+(the test starts the two workers with torchrun's variables itself, without its agent)
+
 A case: {"name": ..., "settings": TrainConfig keyword arguments, "cut": steps before the cut,
 "resume_with": settings changed for the resumed part (a knob changed between runs)}.
 """

@@ -164,6 +164,7 @@ def test_a_busy_peer_is_reported_by_the_collective_timeout(tmp_path):
 def test_a_stopped_worker_of_a_compare_is_named_in_one_line(tmp_path):
     out = tmp_path / "out"
     run = LiveRun(tmp_path / "tmp", "compare", *SMALL, "--epochs", "2", "--repeats", "10000",
+                  "--strategies", "ddp", "--world-sizes", "2",  # the run whose worker stops
                   "--quiet", "--timeout", "5", "--out", str(out))  # fmt: skip
     try:
         run.wait_for(lambda: len(run.worker_pids()) == 2, 240, "the ddp × 2 run's workers")

@@ -2,7 +2,7 @@
 run ends (1e-6), whatever knob it trains with; a knob that changes the trajectory is compared on
 --resume and a change refused in one line; a live run's --out is named by its pid first.
 
-The walk trains in two real workers (torchrun, gloo), every case in one process group
+The walk trains in two real workers (torchrun's variables, gloo), every case in one process group
 (resume_walk.py), with dpwise's own strategies, loop and checkpoints: PowerSGD's error feedback
 is each rank's own, ZeRO-1's and fsdp's optimizer state are sharded over both.
 """
@@ -20,7 +20,7 @@ import pytest
 import torch
 from live_run import LiveRun
 
-from conftest import child_env, load_state, max_abs_diff, run_cli
+from conftest import child_env, free_port, load_state, max_abs_diff
 from dpwise.errors import DpwiseError
 from dpwise.train import checkpoint
 from dpwise.train.config import TrainConfig
@@ -113,13 +113,27 @@ TOLERANCE = 1e-6
 
 
 def _walk(tmp_path: Path, cases: list[dict], timeout: float = 240) -> dict:
+    """The walk in two workers started as torchrun starts them (its variables), without
+    torchrun's agent: a third process importing torch, which the walk does not test."""
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     result = tmp_path / "result.json"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           "2", str(WALKER), str(tmp_path / "cases.json"), str(result)]  # fmt: skip
-    env = child_env({"PYTHONPATH": f"{Path(__file__).parent}:{child_env()['PYTHONPATH']}"})
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    assert proc.returncode == 0 and result.exists(), proc.stderr[-3000:]
+    cmd = [sys.executable, str(WALKER), str(tmp_path / "cases.json"), str(result)]
+    common = {"PYTHONPATH": f"{Path(__file__).parent}:{child_env()['PYTHONPATH']}",
+              "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2",
+              "LOCAL_WORLD_SIZE": "2"}  # fmt: skip
+    logs = [tmp_path / f"worker{r}.err" for r in range(2)]
+    workers = [
+        subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log.open("w"),
+                         env=child_env({**common, "RANK": str(r), "LOCAL_RANK": str(r)}))
+        for r, log in enumerate(logs)
+    ]  # fmt: skip
+    try:
+        codes = [w.wait(timeout=timeout) for w in workers]
+    finally:
+        for w in workers:
+            w.kill()
+            w.wait()
+    assert codes == [0, 0] and result.exists(), [log.read_text()[-3000:] for log in logs]
     return json.loads(result.read_text())
 
 
@@ -257,11 +271,13 @@ def test_powersgds_error_feedback_resumes_on_as_many_processes_only(saved, run_h
     assert "PowerSGD error feedback of 2 processes, this run has 1" in err, err
 
 
-def test_powersgd_on_gloo_with_find_unused_parameters_is_one_line_before_any_worker(tmp_path):
+def test_powersgd_on_gloo_with_find_unused_parameters_is_one_line_before_any_worker(
+    tmp_path, run_here
+):
     """gloo aborted in every such run ("Received data size doesn't match expected size")."""
     out = tmp_path / "out"
-    proc = run_cli("train", "--strategy", "ddp", "--nproc", "2", "--comm-hook", "powersgd",
-                   "--find-unused-parameters", "--out", str(out))  # fmt: skip
+    proc = run_here("train", "--strategy", "ddp", "--nproc", "2", "--comm-hook", "powersgd",
+                    "--find-unused-parameters", "--out", str(out))  # fmt: skip
     assert proc.returncode == 2 and "cannot take --find-unused-parameters" in proc.stderr
     assert proc.stderr.strip().count("\n") <= 1 and not out.exists()  # the data line, the error
 
@@ -287,12 +303,16 @@ def test_a_second_train_into_a_live_runs_out_is_told_its_pid_first(tmp_path, run
 
 
 @pytest.mark.slow
-def test_compiled_run_resumes(tmp_path, userpkg):
+def test_compiled_run_resumes(tmp_path, userpkg, monkeypatch):
     """--compile, alone of the walk: its first training compiles for seconds on the CPU; the
     later ones, in this process, reuse the compiled code. One process: compile wraps the model
-    before any strategy does."""
+    before any strategy does. Inductor compiles in this process (its default, a pool of
+    compile workers, spends ~40 s starting them on a busy 2-core machine; the code is the same)."""
+    import torch._inductor.config as inductor
+
     from helpers_train import train_here
 
+    monkeypatch.setattr(inductor, "compile_threads", 1)
     settings = {**SIMPLE, "batch_size": 32, "epochs": 2, "compile": True}
     whole, _ = train_here(tmp_path / "whole", **settings)
     out = tmp_path / "cut"

@@ -12,6 +12,7 @@ are summed per sample.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ class ModelFacts:
     prefetched_unit_bytes: int = 0  # the unit gathered ahead of it (the one before it in forward)
 
 
-def _bytes(params) -> int:  # type: ignore[no-untyped-def]
+def _bytes(params: Iterable[torch.Tensor]) -> int:
     return sum(p.numel() * p.element_size() for p in params)
 
 

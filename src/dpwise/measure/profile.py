@@ -153,13 +153,16 @@ def backend_kinds(events: list[Any]) -> list[tuple[Any, str, Any]]:
     queue): paired in order, each event takes its request's kind; where the two lists do not
     line up, the backend's own name decides (and the request is None).
     """
-    ran = sorted((e for e in on_cpu(events) if _kind(e.name)), key=lambda e: e.time_range.start)
-    asked = sorted(
-        (e for e in on_cpu(events) if _requested_kind(e.name)), key=lambda e: e.time_range.start
-    )
+    ran = _started([(e, k) for e in on_cpu(events) if (k := _kind(e.name))])
+    asked = _started([(e, k) for e in on_cpu(events) if (k := _requested_kind(e.name))])
     if len(asked) != len(ran):
-        return [(e, _kind(e.name), None) for e in ran]
-    return [(e, _requested_kind(a.name), a) for e, a in zip(ran, asked, strict=True)]
+        return [(e, kind, None) for e, kind in ran]
+    return [(e, kind, a) for (e, _), (a, kind) in zip(ran, asked, strict=True)]
+
+
+def _started(kinds: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
+    """(event, kind) pairs in the order their events started."""
+    return sorted(kinds, key=lambda pair: pair[0].time_range.start)
 
 
 def _moved(kind: str, event: Any, request: Any) -> int:

@@ -167,7 +167,7 @@ def _verdict_view(rec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _extra_plots(files: dict[str, str] | None, used: set[str]) -> list[dict[str, str]]:
+def _extra_plots(files: dict[str, str] | None, used: set[str | None]) -> list[dict[str, str]]:
     extra = [name for name in (files or {}) if name not in used]
     return [{"file": name, "alt": plot_alt(name, files, "Plot")} for name in extra]
 

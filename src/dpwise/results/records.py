@@ -136,7 +136,7 @@ class Run:
     link_probe: Json | None = None  # dpwise.link.probe's result, measured in the run's processes
 
     @property
-    def median_rate(self) -> float:
+    def median_rate(self) -> float | None:
         return self.samples_per_s.median
 
     def to_json(self) -> Json:

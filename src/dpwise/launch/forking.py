@@ -129,14 +129,14 @@ def _short_socket_folder() -> None:
     import tempfile
     from multiprocessing import process, util
 
-    config = process.current_process()._config  # type: ignore[attr-defined]
+    config = process.current_process()._config  # type: ignore[attr-defined]  # multiprocessing's private settings (its tempdir), read as its own code does
     fits = len(tempfile.gettempdir()) + _SOCKET_BELOW_TMPDIR < _SOCKET_PATH_MAX
     if config.get("tempdir") or fits:
         return
     for base in ("/tmp", "/var/tmp", "/dev/shm"):
         if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
             folder = tempfile.mkdtemp(prefix="pymp-", dir=base)
-            remove = util._remove_temp_dir  # type: ignore[attr-defined]
+            remove = util._remove_temp_dir  # type: ignore[attr-defined]  # multiprocessing's own clean-up of its tempdir
             util.Finalize(None, remove, args=(shutil.rmtree, folder), exitpriority=-100)
             config["tempdir"] = folder
             return
@@ -157,7 +157,7 @@ def stop_now() -> None:
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(OSError):  # reaps it and forgets it: a later start is a fresh one
-        server._stop()  # type: ignore[union-attr]
+        server._stop()  # type: ignore[union-attr]  # a pid above: the server exists
 
 
 def server_pid() -> int | None:

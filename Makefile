@@ -32,6 +32,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench docs/gen_rule_pages.py docs/gen_command_table.py
 	$(BIN)/ruff format --check src tests bench docs/gen_rule_pages.py docs/gen_command_table.py
+	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
 # The documentation site (mkdocs.yml; the lint rule pages are generated from the rules' own docs).
@@ -54,7 +55,7 @@ docs-check: $(STAMP)
 
 # The suite runs on PYTEST_WORKERS processes (pytest-xdist), a test file on one of them: a
 # module's fixture is made once; network-namespace tests of several files may run at once, each
-# looking only at its own pair (tests/netlab.py). It prints the ten slowest tests. The lint (ruff, the layer contracts) and the
+# looking only at its own pair (tests/netlab.py). It prints the ten slowest tests. The lint (ruff, mypy, the layer contracts) and the
 # docs' strict build run beside it (their lines come after the suite's); any failing fails the
 # target.
 PYTEST = $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=10

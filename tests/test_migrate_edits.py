@@ -51,6 +51,26 @@ def test_set_up_goes_into_the_function_that_wraps_and_teardown_around_an_exiting
     assert "_dist_teardown()" in ast.unparse(guard.body[0].finalbody)
 
 
+def test_a_main_guard_on_one_line_is_torn_down_after_not_inside():
+    """`if __name__ == "__main__": main()` holds no statement to insert beside (migrate
+    crashed on it with a TypeError from libcst): the teardown follows the `if`."""
+    code = migrate(
+        """
+        import torch.nn as nn
+
+        def main():
+            model = nn.DataParallel(nn.Linear(4, 2)).cuda()
+
+        if __name__ == "__main__": main()
+        """
+    )
+    tree = ast.parse(code)
+    guard, teardown = tree.body[-2:]
+    assert isinstance(guard, ast.If) and ast.unparse(guard.body) == "main()"
+    assert "_dist_teardown()" in ast.unparse(teardown)
+    assert "_dist_setup()" in body_of(code, "main")
+
+
 def test_set_epoch_reaches_a_global_loader_read_by_a_called_function():
     code = migrate(
         """

@@ -18,7 +18,14 @@ from dpwise.train.plan import resolve
 from dpwise.workload.data import BatchSource
 from dpwise.workload.objective import Objective
 from dpwise.workload.spec import resolve_workload, workload_for
-from dpwise.workload.synthetic import Spec, complete, generate, parse_shape, spec_from_args
+from dpwise.workload.synthetic import (
+    Spec,
+    complete,
+    generate,
+    is_complete,
+    parse_shape,
+    spec_from_args,
+)
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
@@ -185,6 +192,16 @@ def test_synthetic_data_is_inferred_from_the_first_and_last_layers():
     assert complete(Spec(shape=(3, 32, 32)), cnn).shape == (3, 32, 32)
     with pytest.raises(DpwiseError, match="cannot infer the model's inputs"):
         complete(Spec(), nn.Sequential(nn.LSTM(3, 3)))
+
+
+def test_token_inputs_given_without_their_length_take_the_default_length():
+    """`--data-arg vocab=50 --data-arg classes=3` without seq_len counted as complete, and
+    sizing its data failed with a TypeError (None * int)."""
+    given = spec_from_args({"vocab": 50, "classes": 3, "samples": 8})
+    assert not is_complete(given)
+    spec = complete(given, nn.Sequential(nn.Embedding(50, 4), nn.Linear(4, 3)))
+    x, y = generate(spec, seed=0)
+    assert x.shape == (8, 32) and y.shape == (8,)
 
 
 def test_synthetic_data_is_a_function_of_the_seed_and_capped_in_size():

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from dpwise import strategies
-from dpwise.advise.estimate import Settings, estimate_all, facts_dict, facts_from_count, model_facts
+from dpwise.advise.estimate import (
+    Settings,
+    StrategyEstimate,
+    estimate_all,
+    facts_dict,
+    facts_from_count,
+    model_facts,
+)
 from dpwise.advise.facts import Fact, as_dict, gather
 from dpwise.advise.from_results import from_results
 from dpwise.advise.request import AdviseRequest
@@ -132,7 +139,7 @@ def _from_run(req: AdviseRequest, results: dict[str, Any] | None) -> AdviseReque
     )
 
 
-def _busiest(estimate: dict[str, Any]) -> dict[str, int]:
+def _busiest(estimate: StrategyEstimate) -> dict[str, int]:
     return max(estimate["per_device"], key=lambda d: d["bytes"])["breakdown"]
 
 

@@ -12,8 +12,9 @@ are summed per sample.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 from torch import nn
@@ -44,7 +45,7 @@ class ModelFacts:
     prefetched_unit_bytes: int = 0  # the unit gathered ahead of it (the one before it in forward)
 
 
-def _bytes(params) -> int:  # type: ignore[no-untyped-def]
+def _bytes(params: Iterable[torch.Tensor]) -> int:
     return sum(p.numel() * p.element_size() for p in params)
 
 
@@ -246,12 +247,26 @@ def per_device(facts: ModelFacts, strategy: str, world: int, s: Settings) -> lis
     return MEMORY_MODELS[kinds.kind_of(strategy)](facts, s, world)
 
 
+class DeviceEstimate(TypedDict):
+    device: int
+    bytes: int  # the sum of the breakdown
+    breakdown: dict[str, int]  # what holds the bytes: parameters, gradients, …
+
+
+class StrategyEstimate(TypedDict):
+    """One strategy's estimate (advise's answer, its `memory`)."""
+
+    world_size: int
+    per_device: list[DeviceEstimate]
+    peak_bytes: int
+
+
 def estimate_all(
     facts: ModelFacts, world: int, s: Settings, dp_world: int | None = None
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, StrategyEstimate]:
     """Every registered strategy's per-device estimate: a process per device spans ``world``
     devices, one process driving several GPUs spans ``dp_world`` of one node."""
-    out = {}
+    out: dict[str, StrategyEstimate] = {}
     for strategy in names():
         size = kinds.devices(strategy, world, dp_world or world)
         devices = per_device(facts, strategy, size, s)

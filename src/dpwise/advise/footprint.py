@@ -221,9 +221,9 @@ def _traced(workload, meta_model, data, io: tuple[int, int], param_bytes: int) -
     return Footprint(float(s2 - s1) / (b2 - b1), 0.0, *io, "meta-trace", reason)
 
 
-def _counted(x: Any, io: tuple[int, int] | None, error: Exception, states: int) -> Footprint:
+def _counted(x: Any, io: tuple[int, int] | None, failed: str, states: int) -> Footprint:
     reason = (
-        f"the meta-device trace failed ({_failure(error)}) and the model states "
+        f"the meta-device trace failed ({failed}) and the model states "
         f"({size(states)}) do not fit this machine's memory to run it for real: only parameters, "
         "gradients and optimizer state are counted; activations are NOT included"
     )
@@ -247,18 +247,20 @@ def footprint(
         traced, error = _try(lambda: _traced(workload, meta_model, data, io, param_bytes))
         if traced is not None:
             return traced
+    # from here, a large model's trace failed (or its forward did), as a failed forward did
+    failed = _failure(error) if error is not None else ""
     if large and not 2 * states < available_memory():
-        return _counted(x, io, error, states)
+        return _counted(x, io, failed, states)
     if large:
         why = (
-            f"the meta-device trace failed ({_failure(error)}) and the model states "
+            f"the meta-device trace failed ({failed}) and the model states "
             f"({size(states)}) fit this machine's memory"
         )
     else:
         why = f"the parameters take {size(param_bytes)} (up to {size(REAL_RUN_LIMIT)})"
     if io is None:
         why += (
-            f"; the meta-device forward failed ({_failure(error)}), so a real CPU forward of "
+            f"; the meta-device forward failed ({failed}), so a real CPU forward of "
             f"{IO_ROWS} samples sized the inputs and outputs"
         )
         torch.manual_seed(cfg["seed"])

@@ -31,7 +31,7 @@ def model_size(text: str) -> int:
         value = Decimal(match[1].replace("_", "")) if match else None
     except InvalidOperation:
         value = None
-    if value is None:
+    if value is None or match is None:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a parameter count; write it like {SIZE_EXAMPLES}"
         )
@@ -61,7 +61,7 @@ def _gib(flag: str, value: float | None) -> None:
 @dataclass(frozen=True, kw_only=True)
 class AdviseRequest(WorkloadSettings):
     # None: --model simple, unless --params or --from say what the model is
-    model: str | None = like(WorkloadSettings, "model", default=None)
+    model: str | None = like(WorkloadSettings, "model", default=None)  # type: ignore[assignment]  # advise's model stays open until --params or --from say; nothing reads it as a WorkloadSettings
     gpus: int | None = setting(
         None, type=int, checks=[_zero_or_more], help="GPUs per node (default: detected)"
     )

@@ -60,7 +60,7 @@ def _local_group(spec: RunSpec, plan: RunPlan) -> bool:
 
 
 def run_process(
-    spec: RunSpec, cfg: CompareConfig, address: Address, server: dict[str, Any] | None = None
+    spec: RunSpec, cfg: CompareConfig, address: Address, server: forking.Lent | None = None
 ) -> None:
     """The target of a run's process; a run of W processes starts its workers through the
     launcher, forked from ``server`` (the fork server that forked this process: forking.lend)."""

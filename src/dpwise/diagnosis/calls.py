@@ -46,7 +46,7 @@ def release_weights() -> None:
 
 def digest(value: Any) -> Digest:
     """Shape, sum, L2 norm and a position-weighted sum of each tensor (accumulated in float64)."""
-    out = []
+    out: list[tuple[Any, ...]] = []
     with torch.no_grad():
         for t in _tensors(value):
             if t.device.type == "meta" or t.numel() == 0:
@@ -118,8 +118,9 @@ class CallRecorder:
     def _pre(self, name: str):
         def hook(module: nn.Module, args: Any, kwargs: Any) -> None:
             now = Generators()
-            if self._stack and now.moved_since(self._stack[-1].last):
-                self._stack[-1].drew = True
+            outer = self._stack[-1] if self._stack else None  # its `last` is set while it runs
+            if outer is not None and outer.last is not None and now.moved_since(outer.last):
+                outer.drew = True
             occurrence = self._seen.get(name, 0)
             self._seen[name] = occurrence + 1
             call = Call(name, occurrence, digest((args, kwargs)), last=now)
@@ -132,7 +133,7 @@ class CallRecorder:
         def hook(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
             call = self._stack.pop()
             now = Generators()
-            call.drew = call.drew or now.moved_since(call.last)
+            call.drew = call.drew or (call.last is not None and now.moved_since(call.last))
             call.output = digest(output)
             call.end = len(self.calls)
             call.last = None

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypedDict
 
 from torch import nn
 
 EXAMPLES = 3  # names shown per type before "…"
+
+
+class LayerDict(TypedDict):
+    """A Layer in a JSON document or a saved file."""
+
+    name: str
+    kind: str
 
 
 @dataclass(frozen=True)
@@ -19,7 +27,7 @@ class Layer:
     def label(self) -> str:
         return self.name or "the model's own forward"
 
-    def to_dict(self) -> dict[str, str]:
+    def to_dict(self) -> LayerDict:
         return {"name": self.name, "kind": self.kind}
 
 

@@ -101,9 +101,9 @@ def classify(
     if not per_pass:
         return Unused()
     every = per_pass + list(per_batch or [])
-    always = set.intersection(*every)
-    some = set.union(*every) - always
-    by_seed = set.union(*per_pass) - set.intersection(*per_pass)
+    always = every[0].intersection(*every[1:])
+    some = every[0].union(*every[1:]) - always
+    by_seed = per_pass[0].union(*per_pass[1:]) - per_pass[0].intersection(*per_pass[1:])
     batches = owners(model, some - by_seed) if per_batch else []
     return Unused(
         owners(model, always),

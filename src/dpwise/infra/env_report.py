@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
-from typing import Any
+from typing import TypedDict
 
 import torch
 
@@ -28,7 +28,27 @@ LAUNCHER_VARS = (
 )
 
 
-def gather() -> dict[str, Any]:
+class Environment(TypedDict):
+    """What `dpwise env` reports (and results.json's environment)."""
+
+    dpwise: str
+    python: str
+    platform: str
+    torch: str
+    cuda: str | None
+    cuda_available: bool
+    nccl_available: bool
+    nccl_version: str | None
+    gloo_available: bool
+    gpus: list[hardware.Gpu]
+    peer_access_all_pairs: bool | None
+    cpu_cores: int
+    cpu_count: int | None
+    torch_threads: int
+    launcher_env: dict[str, str]
+
+
+def gather() -> Environment:
     return {
         "dpwise": __version__,
         "python": sys.version.split()[0],

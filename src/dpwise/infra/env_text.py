@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dpwise.infra.env_report import Environment
 
 
-def render(info: dict[str, Any]) -> str:
+def render(info: Environment) -> str:
+    facts: dict[str, object] = dict(info)
     lines = [f"{'dpwise':<22}{info['dpwise']}"]
     for key in (
         "python",
@@ -21,7 +25,7 @@ def render(info: dict[str, Any]) -> str:
         "cpu_count",
         "torch_threads",
     ):
-        lines.append(f"{key:<22}{info[key]}")
+        lines.append(f"{key:<22}{facts[key]}")
     lines.append(f"{'gpus':<22}{len(info['gpus'])}")
     for g in info["gpus"]:
         lines.append(

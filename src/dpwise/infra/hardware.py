@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from dpwise.errors import DpwiseError
 
@@ -31,11 +31,20 @@ def cuda_devices() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def gpus() -> list[dict[str, Any]]:
+class Gpu(TypedDict):
+    """A visible CUDA device (`dpwise env`, results.json's environment)."""
+
+    index: int
+    name: str
+    memory_bytes: int
+    capability: str  # "8.0"
+
+
+def gpus() -> list[Gpu]:
     """Each visible CUDA device: index, name, memory in bytes, compute capability."""
     import torch
 
-    out = []
+    out: list[Gpu] = []
     for i in range(cuda_devices()):
         props = torch.cuda.get_device_properties(i)
         out.append(

@@ -25,6 +25,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from dpwise.errors import DpwiseError
 from dpwise.infra.atomic import atomic_file
@@ -120,7 +121,7 @@ def replace(path: Path | str, data: bytes, stamp: Stamp) -> None:
         _after(path, real, held, stamp)
 
 
-def _same(path: Path | str, real: Path, held, stamp: Stamp) -> None:  # type: ignore[no-untyped-def]
+def _same(path: Path | str, real: Path, held: BinaryIO, stamp: Stamp) -> None:
     """Raise Changed unless the path still names the inode read, holding what was read."""
     now = os.fstat(held.fileno())
     try:
@@ -135,7 +136,7 @@ def _same(path: Path | str, real: Path, held, stamp: Stamp) -> None:  # type: ig
         raise Changed(_changed(path))
 
 
-def _after(path: Path | str, real: Path, held, stamp: Stamp) -> None:  # type: ignore[no-untyped-def]
+def _after(path: Path | str, real: Path, held: BinaryIO, stamp: Stamp) -> None:
     """A write into the old inode between the last check and the rename: put it back."""
     now = os.fstat(held.fileno())
     if (now.st_size, now.st_mtime_ns) == (stamp.size, stamp.mtime_ns):

@@ -69,9 +69,10 @@ def bound(timeout_s: float) -> int:
 def _level_flag() -> ctypes.c_int32 | None:
     """c10's log level in the loaded library (None: torch not loaded, or built without it)."""
     torch = sys.modules.get("torch")
-    if torch is None or not getattr(torch, "__file__", None):
+    file = getattr(torch, "__file__", None) if torch is not None else None
+    if not file:
         return None
-    folder = Path(torch.__file__).parent / "lib"
+    folder = Path(file).parent / "lib"
     for name in ("libc10.so", "libc10.dylib"):
         with contextlib.suppress(OSError, ValueError):
             return ctypes.c_int32.in_dll(ctypes.CDLL(str(folder / name)), _LEVEL_FLAG)

@@ -250,7 +250,7 @@ def _stderr() -> IO[str]:
     try:
         sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
-        return sys.__stderr__
+        return sys.__stderr__ or sys.stderr  # (None only in a process started without one)
     return sys.stderr
 
 

@@ -46,7 +46,7 @@ import multiprocessing.context
 import os
 import signal
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from dpwise.launch import tether  # noqa: F401  (the server's preload imports it here)
 
@@ -129,14 +129,14 @@ def _short_socket_folder() -> None:
     import tempfile
     from multiprocessing import process, util
 
-    config = process.current_process()._config  # type: ignore[attr-defined]
+    config = process.current_process()._config  # type: ignore[attr-defined]  # multiprocessing's private settings (its tempdir), read as its own code does
     fits = len(tempfile.gettempdir()) + _SOCKET_BELOW_TMPDIR < _SOCKET_PATH_MAX
     if config.get("tempdir") or fits:
         return
     for base in ("/tmp", "/var/tmp", "/dev/shm"):
         if os.path.isdir(base) and os.access(base, os.W_OK | os.X_OK):
             folder = tempfile.mkdtemp(prefix="pymp-", dir=base)
-            remove = util._remove_temp_dir  # type: ignore[attr-defined]
+            remove = util._remove_temp_dir  # type: ignore[attr-defined]  # multiprocessing's own clean-up of its tempdir
             util.Finalize(None, remove, args=(shutil.rmtree, folder), exitpriority=-100)
             config["tempdir"] = folder
             return
@@ -157,7 +157,7 @@ def stop_now() -> None:
     with contextlib.suppress(OSError):
         os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(OSError):  # reaps it and forgets it: a later start is a fresh one
-        server._stop()  # type: ignore[union-attr]
+        server._stop()  # type: ignore[union-attr]  # a pid above: the server exists
 
 
 def server_pid() -> int | None:
@@ -168,24 +168,35 @@ def server_pid() -> int | None:
     return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
 
 
-def lend() -> dict[str, Any] | None:
+class Lent(TypedDict, total=False):
+    """The fork server's state a borrower takes over (_forkserver_authkey: Python 3.14's
+    handshake; absent before)."""
+
+    _forkserver_address: str
+    _forkserver_pid: int
+    _forkserver_authkey: bytes
+
+
+def lend() -> Lent | None:
     """What a process forked from this process's server needs to fork from it too (``borrow``):
     the server's socket, pid and key; None where no server runs."""
     from multiprocessing import forkserver
 
     server = getattr(forkserver, "_forkserver", None)
-    names = [n for n in _SERVER_FIELDS if hasattr(server, n)]
-    lent = {n: getattr(server, n) for n in names}
+    lent: Lent = {}
+    for name in _SERVER_FIELDS:
+        if hasattr(server, name):
+            lent[name] = getattr(server, name)
     if not lent.get("_forkserver_pid") or not lent.get("_forkserver_address"):
         return None
     return lent
 
 
-# The fork server's state a borrower takes over (_forkserver_authkey: Python 3.14's handshake).
+_SERVER_FIELDS: tuple[Literal["_forkserver_address", "_forkserver_pid", "_forkserver_authkey"], ...]
 _SERVER_FIELDS = ("_forkserver_address", "_forkserver_pid", "_forkserver_authkey")
 
 
-def borrow(lent: dict[str, Any] | None) -> bool:
+def borrow(lent: Lent | None) -> bool:
     """In a process the server forked: start later processes from that server (``lend``'s).
 
     multiprocessing gives such a process the server's liveness pipe but not its socket, so

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from types import FrameType
 from typing import Any
 
 from dpwise.infra import scratch
@@ -46,7 +47,7 @@ def _in_fork_server() -> bool:
 
     server = sys.modules.get("multiprocessing.forkserver")
     code = getattr(getattr(server, "main", None), "__code__", None)
-    frame = sys._getframe()
+    frame: FrameType | None = sys._getframe()
     while frame is not None:
         if frame.f_code is code:
             return True
@@ -118,7 +119,7 @@ def _end_children() -> None:
 
 def _children(parent: int) -> list[int]:
     """The pids whose parent is ``parent`` (from /proc; none where there is no /proc)."""
-    found = []
+    found: list[int] = []
     try:
         entries = [e for e in os.listdir("/proc") if e.isdigit()]
     except OSError:

@@ -36,7 +36,7 @@ def _fix(rule: Rule, ctx: FileContext, hit: Hit) -> Fix | None:
 
 def _finding(rule: Rule, path: str, ctx: FileContext, hit: Hit, fixes: bool) -> Finding:
     node = hit.node
-    line = node.lineno  # type: ignore[attr-defined]
+    line = node.lineno  # type: ignore[attr-defined]  # a reported node is an expression or a statement: it has a position (ast.AST's stub declares none)
     text = ctx.line_text(line)
     end_line = getattr(node, "end_lineno", None) or line
     end_offset = getattr(node, "end_col_offset", None)
@@ -44,7 +44,7 @@ def _finding(rule: Rule, path: str, ctx: FileContext, hit: Hit, fixes: bool) -> 
     return Finding(
         path=path,
         line=line,
-        col=_column(text, node.col_offset),  # type: ignore[attr-defined]
+        col=_column(text, node.col_offset),  # type: ignore[attr-defined]  # as above
         code=rule.code,
         name=rule.name,
         severity=rule.severity,

@@ -76,7 +76,7 @@ def fix_source(
         todo = [f for f in findings if wanted(f, unsafe)]
         if not todo:
             break
-        new, applied = edits.apply(current, [f.fix for f in todo])  # type: ignore[misc]
+        new, applied = edits.apply(current, [f.fix for f in todo if f.fix is not None])
         if not applied or new == current:
             break
         try:

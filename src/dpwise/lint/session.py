@@ -101,7 +101,7 @@ def run_fixes(cfg: LintConfig) -> int:
     fixed = [f for r in done for f in r.fixed]
     if cfg.diff:
         return _show_diff(cfg, done, fixed)
-    failed = _write_all([r for r in done if r.changed], fixer.roots(cfg.paths))
+    failed = _write_all([r for r in done if r.changed], fixer.roots(list(cfg.paths)))
     written = {r.path for r in done if r.changed and r.path not in failed}
     fixed = [f for f in fixed if f.path in written]
     remaining = _left(cfg, paths, results, failed)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
@@ -31,13 +31,9 @@ _BACKEND_PREFIXES = ("gloo:", "nccl:", "mpi:", "ucc:")
 # The dispatcher's c10d ops name the collective that was asked for whatever the backend runs:
 # gloo carries out FSDP's reduce-scatter (c10d::_reduce_scatter_base_) as "gloo:all_reduce".
 _REQUESTED = "c10d::"
-# Bytes moved, by kind: all-reduce counts its tensors; all-gather and reduce-scatter the
-# unsharded (largest) tensor of the op.
-_BYTES_KEYS = {
-    "all_reduce": "bytes_all_reduced_per_step",
-    "all_gather": "bytes_all_gathered_per_step",
-    "reduce_scatter": "bytes_reduce_scattered_per_step",
-}
+# Bytes moved, by kind (Collectives' bytes_*_per_step): all-reduce counts its tensors;
+# all-gather and reduce-scatter the unsharded (largest) tensor of the op.
+_MOVING = ("all_reduce", "all_gather", "reduce_scatter")
 _SYNC_NAMES = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
 # DataParallel's own communication (autograd functions in torch.nn.parallel._functions).
 _DP_OPS = {
@@ -153,13 +149,16 @@ def backend_kinds(events: list[Any]) -> list[tuple[Any, str, Any]]:
     queue): paired in order, each event takes its request's kind; where the two lists do not
     line up, the backend's own name decides (and the request is None).
     """
-    ran = sorted((e for e in on_cpu(events) if _kind(e.name)), key=lambda e: e.time_range.start)
-    asked = sorted(
-        (e for e in on_cpu(events) if _requested_kind(e.name)), key=lambda e: e.time_range.start
-    )
+    ran = _started([(e, k) for e in on_cpu(events) if (k := _kind(e.name))])
+    asked = _started([(e, k) for e in on_cpu(events) if (k := _requested_kind(e.name))])
     if len(asked) != len(ran):
-        return [(e, _kind(e.name), None) for e in ran]
-    return [(e, _requested_kind(a.name), a) for e, a in zip(ran, asked, strict=True)]
+        return [(e, kind, None) for e, kind in ran]
+    return [(e, kind, a) for (e, _), (a, kind) in zip(ran, asked, strict=True)]
+
+
+def _started(kinds: list[tuple[Any, str]]) -> list[tuple[Any, str]]:
+    """(event, kind) pairs in the order their events started."""
+    return sorted(kinds, key=lambda pair: pair[0].time_range.start)
 
 
 def _moved(kind: str, event: Any, request: Any) -> int:
@@ -169,7 +168,25 @@ def _moved(kind: str, event: Any, request: Any) -> int:
     return _largest(request.input_shapes)
 
 
-def collectives(events: list[Any], windows: list[Window], element_size: int) -> dict[str, Any]:
+class OpRate(TypedDict):
+    """One kind of communication per measured step (results.json's `communication`)."""
+
+    op: str
+    count_per_step: float
+    ms_per_step: float
+
+
+class Collectives(TypedDict):
+    """What the collectives of the measured steps did, per step."""
+
+    collectives: list[OpRate]
+    bytes_all_reduced_per_step: float
+    bytes_all_gathered_per_step: float
+    bytes_reduce_scattered_per_step: float
+    time_source: Literal["nccl kernels", "host events"]
+
+
+def collectives(events: list[Any], windows: list[Window], element_size: int) -> Collectives:
     """Per measured step: count and milliseconds of each collective, bytes each kind moved.
 
     Counts and sizes come from the host-side c10d events, kinds from the op that was requested;
@@ -177,7 +194,7 @@ def collectives(events: list[Any], windows: list[Window], element_size: int) -> 
     """
     steps = max(1, len(windows))
     stats = {kind: {"count": 0, "us": 0.0} for kind in _COLLECTIVES}
-    moved = dict.fromkeys(_BYTES_KEYS, 0)
+    moved = dict.fromkeys(_MOVING, 0)
     for e, kind, request in backend_kinds(events):
         if not any(w.holds(e.time_range.start) for w in windows):
             continue
@@ -193,7 +210,9 @@ def collectives(events: list[Any], windows: list[Window], element_size: int) -> 
             {"op": k, "count_per_step": v["count"] / steps, "ms_per_step": v["us"] / 1e3 / steps}
             for k, v in stats.items()
         ],
-        **{key: moved[kind] / steps for kind, key in _BYTES_KEYS.items()},
+        "bytes_all_reduced_per_step": moved["all_reduce"] / steps,
+        "bytes_all_gathered_per_step": moved["all_gather"] / steps,
+        "bytes_reduce_scattered_per_step": moved["reduce_scatter"] / steps,
         "time_source": "nccl kernels" if kernels else "host events",
     }
 
@@ -219,10 +238,10 @@ def _nccl_kernel_us(events: list[Any], since: float) -> dict[str, float]:
     return totals
 
 
-def dp_ops(events: list[Any], windows: list[Window]) -> list[dict[str, Any]]:
+def dp_ops(events: list[Any], windows: list[Window]) -> list[OpRate]:
     """DataParallel's scatter / broadcast / gather / reduce-add per step (CUDA only)."""
     steps = max(1, len(windows))
-    out = []
+    out: list[OpRate] = []
     for op, names in _DP_OPS.items():
         hits = [
             e

@@ -18,10 +18,12 @@ assigns; such a loop is left as it is (and `dpwise lint` still reports it).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from dpwise.lint.fix.cst import code
-from dpwise.migrate.edits import Edit, statements
+from dpwise.migrate.edits import Edit, lines, statements
 from dpwise.migrate.epochs import referenced
 from dpwise.migrate.facts import Facts, last
 
@@ -29,7 +31,7 @@ SYNC = "_sync"
 HELPER = "_no_sync_unless"
 
 
-def accumulation_edits(facts: Facts, models: list[str]) -> list[Edit]:
+def accumulation_edits(facts: Facts, models: list[str]) -> list[Edit[cst.For]]:
     if not models:
         return []
     edits = []
@@ -42,7 +44,7 @@ def accumulation_edits(facts: Facts, models: list[str]) -> list[Edit]:
 
 def _accumulation(loop: cst.For) -> tuple[int, cst.If] | None:
     """(index of the backward statement, the `if` that steps) in the loop's own body."""
-    body = list(loop.body.body)
+    body = lines(loop.body)
     backward = next((i for i, s in enumerate(body) if _is_backward(s)), None)
     if backward is None:
         return None
@@ -56,11 +58,11 @@ def _accumulation(loop: cst.For) -> tuple[int, cst.If] | None:
     return backward, step
 
 
-def _edit(loop: cst.For, backward: int, step: cst.If, model: str) -> Edit:
+def _edit(loop: cst.For, backward: int, step: cst.If, model: str) -> Edit[cst.For]:
     test = code(step.test)
 
     def rewrite(node: cst.For) -> cst.For:
-        body = list(node.body.body)
+        body = lines(node.body)
         micro, rest = body[: backward + 1], body[backward + 1 :]
         first = micro[0]
         micro[0] = first.with_changes(leading_lines=())
@@ -115,14 +117,14 @@ def _steps(stmt: cst.If) -> bool:
     return any(_is_step(c) for c in _calls(stmt.body))
 
 
-def _steps_unconditionally(body: list[cst.BaseStatement]) -> bool:
+def _steps_unconditionally(body: Sequence[cst.BaseStatement]) -> bool:
     """An optimizer step at the loop body's own level: no accumulation."""
     return any(
         isinstance(s, cst.SimpleStatementLine) and any(_is_step(c) for c in _calls(s)) for s in body
     )
 
 
-def _assigned(stmts: list[cst.BaseStatement]) -> set[str]:
+def _assigned(stmts: Sequence[cst.BaseStatement]) -> set[str]:
     found: set[str] = set()
 
     class _Targets(cst.CSTVisitor):

@@ -16,22 +16,40 @@ from __future__ import annotations
 
 import gc
 import warnings
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from torch import nn
 
 from dpwise.diagnosis.calls import CallRecorder, release_weights
-from dpwise.diagnosis.layers import Layer, batchnorm_layers, dropout_layers, layers_of
+from dpwise.diagnosis.layers import (
+    Layer,
+    LayerDict,
+    batchnorm_layers,
+    dropout_layers,
+    layers_of,
+)
 from dpwise.diagnosis.stochastic import stochastic_modules
 
-BY_RUNNING = "running"  # random layers found by watching a training forward
-BY_CLASS = "class"  # ... by class name only
+FoundBy = Literal["running", "class"]
+BY_RUNNING: FoundBy = "running"  # random layers found by watching a training forward
+BY_CLASS: FoundBy = "class"  # ... by class name only
+
+
+class Causes(TypedDict):
+    """What `Watch.causes` found, saved by the harness beside the parameters (`torch.save`,
+    read back by `verify`)."""
+
+    batchnorm: list[LayerDict]
+    stochastic: list[LayerDict]
+    found_by: FoundBy
+    models: list[str]  # the classes of the models the optimizer trains
 
 
 def _unwrap(module: nn.Module) -> nn.Module:
     """The model inside DataParallel / DistributedDataParallel (and wrappers like them)."""
-    while isinstance(getattr(module, "module", None), nn.Module):
-        module = module.module
+    inner = getattr(module, "module", None)
+    while isinstance(inner, nn.Module):
+        module, inner = inner, getattr(inner, "module", None)
     return module
 
 
@@ -96,10 +114,10 @@ class Watch:
                 self._watched = self._watched or bool(recorder.calls)
         release_weights()
 
-    def causes(self) -> dict[str, Any]:
-        """{"batchnorm": [layer dicts], "stochastic": [layer dicts], "found_by": ...}."""
+    def causes(self) -> Causes:
         self.stop()
-        batchnorm, stochastic = [], []
+        batchnorm: list[Layer] = []
+        stochastic: list[Layer] = []
         for model, recorder in zip(self.models, self._recorders, strict=True):
             batchnorm += _training_batchnorm(model)
             if self._watched:

@@ -5,34 +5,52 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 import libcst as cst
 
-Rewrite = Callable[[cst.CSTNode], cst.CSTNode]
+N = TypeVar("N", bound=cst.CSTNode)
+# A rewrite is given the target as the pass rebuilt it (the same kind of node) and returns its
+# replacement: a node, or several statements (a FlattenSentinel).
+Replacement = cst.CSTNode | cst.FlattenSentinel[Any]
+# what a module's body holds
+Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
+# the body the process group is set up in: the module, a function's or the `__main__` block's
+Block = cst.Module | cst.BaseSuite
 
 
 @dataclass(frozen=True)
-class Edit:
+class Edit(Generic[N]):
     """`rewrite` replaces the target node; `before` / `after` are statements inserted around a
     target statement (or, for the module, after its imports: see `apply`); `needs` names the
     optional functions of the inserted block (`helper.OPTIONAL`) the edit's code calls."""
 
     what: str
     rule: str
-    target: cst.CSTNode
-    rewrite: Rewrite | None = None
+    target: N
+    rewrite: Callable[[N], Replacement] | None = None
     before: Sequence[cst.BaseStatement] = field(default_factory=tuple)
     after: Sequence[cst.BaseStatement] = field(default_factory=tuple)
     needs: tuple[str, ...] = ()
 
 
-def statements(code: str) -> list[cst.BaseStatement]:
+def statements(code: str) -> list[Statement]:
     """The statements of `code`; comment and blank lines before the first stay with it."""
     module = cst.parse_module(code)
     body = list(module.body)
     if body and module.header:
         body[0] = body[0].with_changes(leading_lines=[*module.header, *body[0].leading_lines])
     return body
+
+
+def lines(suite: cst.BaseSuite) -> list[Statement]:
+    """The statements of a block written over lines; none for one on its header's line
+    (`for x in y: f(x)`, whose body is simple statements)."""
+    if not isinstance(suite, cst.IndentedBlock):
+        return []
+    return [
+        s for s in suite.body if isinstance(s, cst.SimpleStatementLine | cst.BaseCompoundStatement)
+    ]
 
 
 def _break(last: str) -> cst.ParenthesizedWhitespace:
@@ -66,40 +84,51 @@ def indented(expression: str) -> cst.BaseExpression:
     take the indent of the block it is put in."""
 
     class _Indent(cst.CSTTransformer):
-        def leave_ParenthesizedWhitespace(self, original, updated):  # type: ignore[no-untyped-def]
-            return updated.with_changes(indent=True)
+        def leave_ParenthesizedWhitespace(
+            self,
+            original_node: cst.ParenthesizedWhitespace,
+            updated_node: cst.ParenthesizedWhitespace,
+        ) -> cst.ParenthesizedWhitespace:
+            return updated_node.with_changes(indent=True)
 
-    return cst.parse_expression(expression).visit(_Indent())
+    parsed = cst.parse_expression(expression).visit(_Indent())
+    assert isinstance(parsed, cst.BaseExpression)  # re-indenting keeps the expression
+    return parsed
 
 
 class _Apply(cst.CSTTransformer):
     def __init__(self, edits: Sequence[Edit]) -> None:
-        self._by_target: dict[int, list[Edit]] = {}
+        self._by_target: dict[int, list[Edit[Any]]] = {}
         for edit in edits:
             self._by_target.setdefault(id(edit.target), []).append(edit)
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def on_leave(  # type: ignore[override]  # libcst types a leave as returning the node's own kind; an edit may return statements
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> Replacement:
         edits = self._by_target.get(id(original_node))
         if not edits:
             return updated_node
-        node = updated_node
+        node: Replacement = updated_node
         for edit in edits:
             if edit.rewrite is not None:
                 node = edit.rewrite(node)
         before = [s for e in edits for s in e.before]
         after = [s for e in edits for s in e.after]
-        if isinstance(node, cst.Module):
+        if isinstance(node, cst.Module) and isinstance(original_node, cst.Module):
             return _after_imports(node, original_node, after)
         if not (before or after):
             return node
         nodes = list(node.nodes) if isinstance(node, cst.FlattenSentinel) else [node]
-        if before and getattr(nodes[0], "leading_lines", None):  # the blank line above moves up
-            before[0] = before[0].with_changes(leading_lines=nodes[0].leading_lines)
+        lines = getattr(nodes[0], "leading_lines", None)
+        if before and lines:  # the blank line above moves up
+            before[0] = before[0].with_changes(leading_lines=lines)
             nodes[0] = nodes[0].with_changes(leading_lines=())
         return cst.FlattenSentinel([*before, *nodes, *after])
 
 
-def _after_imports(module: cst.Module, original: cst.Module, block: list) -> cst.Module:
+def _after_imports(
+    module: cst.Module, original: cst.Module, block: list[cst.BaseStatement]
+) -> cst.Module:
     """`block` inserted after the module's last top-level import line (at the top if none)."""
     imports = [
         i
@@ -115,5 +144,5 @@ def _after_imports(module: cst.Module, original: cst.Module, block: list) -> cst
     return module.with_changes(body=[*body[:at], *block, *body[at:]])
 
 
-def apply(module: cst.Module, edits: Sequence[Edit]) -> cst.Module:
+def apply(module: cst.Module, edits: Sequence[Edit[Any]]) -> cst.Module:
     return module.visit(_Apply(edits))

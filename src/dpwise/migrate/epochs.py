@@ -10,6 +10,8 @@ has no epoch variable: `_next_epoch(loader)` counts the passes instead.
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from dpwise.migrate.edits import Edit, statements
@@ -18,14 +20,14 @@ from dpwise.migrate.facts import Facts, dotted
 NEXT_EPOCH = "_next_epoch"
 
 
-def set_epoch_edits(module: cst.Module, facts: Facts) -> list[Edit]:
+def set_epoch_edits(module: cst.Module, facts: Facts) -> list[Edit[Any]]:
     loaders = {name for _, name in facts.loaders}
     homes = _classes(module)
     functions = {
         s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)
     }  # `train(epoch)` reading the module's `trainloader`
     built_in = {name: homes.get(id(stmt)) for stmt, name in facts.loaders}
-    edits: list[Edit] = []
+    edits: list[Edit[Any]] = []
     served: set[str] = set()  # loaders an edit gives their epoch to
     for loop in facts.loops:
         if not isinstance(loop.target, cst.Name) or "epoch" not in loop.target.value.lower():
@@ -39,10 +41,10 @@ def set_epoch_edits(module: cst.Module, facts: Facts) -> list[Edit]:
         if mine:
             edits.append(_set_epoch(loop, loop.target.value, mine))
             served.update(mine)
-    for loop in facts.while_loops:
-        passes = [n for n in _iterated(loop.body) if n in loaders]
-        if passes and not _inside_epoch_loop(loop, facts):
-            edits.append(_count_passes(loop, passes[0]))
+    for while_loop in facts.while_loops:
+        passes = [n for n in _iterated(while_loop.body) if n in loaders]
+        if passes and not _inside_epoch_loop(while_loop, facts):
+            edits.append(_count_passes(while_loop, passes[0]))
             served.add(passes[0])
     owners = _functions(module)
     for stmt, name in facts.loaders:
@@ -52,7 +54,7 @@ def set_epoch_edits(module: cst.Module, facts: Facts) -> list[Edit]:
     return edits
 
 
-def _count_built(stmt: cst.SimpleStatementLine, loader: str) -> Edit:
+def _count_built(stmt: cst.SimpleStatementLine, loader: str) -> Edit[cst.SimpleStatementLine]:
     return Edit(
         f"`{NEXT_EPOCH}({loader})` after `{loader}` is built: a loader built on every call "
         "counts the passes over its data set, so each pass has a new order",
@@ -83,7 +85,7 @@ def _functions(module: cst.Module) -> dict[int, cst.FunctionDef]:
     return owners
 
 
-def _set_epoch(loop: cst.For, epoch: str, served: list[str]) -> Edit:
+def _set_epoch(loop: cst.For, epoch: str, served: list[str]) -> Edit[cst.For]:
     text = "".join(
         f"if isinstance({name}.sampler, DistributedSampler):\n"
         f"    {name}.sampler.set_epoch({epoch})\n"
@@ -98,7 +100,7 @@ def _set_epoch(loop: cst.For, epoch: str, served: list[str]) -> Edit:
     return Edit(f"{said} at the top of the epoch loop", "missing-set-epoch", loop, rewrite)
 
 
-def _count_passes(loop: cst.While, loader: str) -> Edit:
+def _count_passes(loop: cst.While, loader: str) -> Edit[cst.While]:
     lines = statements(f"{NEXT_EPOCH}({loader})\n")
 
     def rewrite(node: cst.While) -> cst.While:

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 
 import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from dpwise.lint.analysis.names import WRITING_METHODS
 
@@ -18,7 +19,14 @@ _LOGGING = ("logging", "logger", "log")
 _LOG_LEVELS = ("debug", "info", "warning", "warn", "error", "critical", "exception")
 # a statement that writes output: one process does it (`.save_pretrained(...)` and the other
 # methods `dpwise lint` reports are in WRITING_METHODS)
-_WRITES = ("print", "torch.save", "np.save", "numpy.save", "json.dump", "pickle.dump")
+_WRITES: tuple[str, ...] = (
+    "print",
+    "torch.save",
+    "np.save",
+    "numpy.save",
+    "json.dump",
+    "pickle.dump",
+)
 _WRITES += ("shutil.copy", "shutil.copy2", "shutil.copyfile")
 
 
@@ -61,7 +69,7 @@ class Facts:
 
 
 class _Reader(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (cst.metadata.PositionProvider,)
+    METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self) -> None:
         self.facts = Facts()
@@ -71,7 +79,7 @@ class _Reader(cst.CSTVisitor):
         self._spawners: set[str] = set()
 
     def _line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(cst.metadata.PositionProvider, node).start.line
+        return self.get_metadata(PositionProvider, node).start.line
 
     def _refuse(self, node: cst.CSTNode, reason: str) -> None:
         self.facts.refusals.append(f"line {self._line(node)}: {reason}")
@@ -94,7 +102,7 @@ class _Reader(cst.CSTVisitor):
         for alias in node.names:
             if dotted(alias.name) in _SPAWNS:
                 bound = alias.asname.name if alias.asname is not None else alias.name
-                self._spawners.add(dotted(bound))  # type: ignore[arg-type]
+                self._spawners.add(dotted(bound))
 
     def leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self._statement = None
@@ -172,8 +180,10 @@ class _Reader(cst.CSTVisitor):
         stmt = self._statement
         first = stmt.body[0] if stmt is not None else None
         built = isinstance(node.func.value, cst.Call) and not self._loops
-        if built and isinstance(first, cst.Assign) and first.value is node and _assigned_name(stmt):
-            self.facts.placed_models.append((stmt, _assigned_name(stmt)))
+        target = _assigned_name(stmt) if stmt is not None else ""
+        assigned = stmt is not None and isinstance(first, cst.Assign) and first.value is node
+        if built and assigned and stmt is not None and target:
+            self.facts.placed_models.append((stmt, target))
         for arg in node.args:
             if isinstance(arg.value, cst.SimpleString):
                 found = _DEVICE.fullmatch(str(arg.value.evaluated_value))
@@ -187,7 +197,8 @@ class _Reader(cst.CSTVisitor):
         target = _assigned_name(stmt) if stmt is not None else ""
         if tail != "DataLoader" or any(w in target for w in _EVAL):
             return
-        assigns = target and stmt is not None and stmt.body[0].value is node  # type: ignore[union-attr]
+        first = stmt.body[0] if stmt is not None else None  # an Assign where there is a target
+        assigns = target and isinstance(first, cst.Assign) and first.value is node
         self.facts.dataloader_calls.append((node, stmt if assigns else None, target))
 
     def _state_dict(self, node: cst.Call, name: str, tail: str) -> None:
@@ -224,7 +235,7 @@ def _assigned_name(stmt: cst.SimpleStatementLine) -> str:
 
 
 def read(module: cst.Module) -> Facts:
-    wrapper = cst.metadata.MetadataWrapper(module, unsafe_skip_copy=True)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     reader = _Reader()
     wrapper.visit(reader)
     facts = reader.facts

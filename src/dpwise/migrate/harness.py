@@ -23,6 +23,8 @@ import gc
 import os
 import runpy
 import sys
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -41,7 +43,7 @@ def _fixed_order() -> None:
 
     passes: dict[int, int] = {}
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self: RandomSampler) -> Iterator[int]:
         # the pass over this data set (a loader built anew every epoch counts on), as a
         # shuffling loader draws a new order from the global generator on every pass
         epoch = passes.get(id(self.data_source), 0)
@@ -50,18 +52,18 @@ def _fixed_order() -> None:
         generator.manual_seed(epoch)
         yield from torch.randperm(len(self.data_source), generator=generator).tolist()
 
-    RandomSampler.__iter__ = __iter__  # type: ignore[method-assign]
+    RandomSampler.__iter__ = __iter__  # type: ignore[method-assign]  # the order replaced, on purpose
 
     from torch.utils.data.distributed import DistributedSampler
 
     shuffled = DistributedSampler.__iter__
 
-    def counted(self):  # type: ignore[no-untyped-def]
+    def counted(self: DistributedSampler[Any]) -> Iterator[Any]:
         """The first epoch a script sets counts as 0 (`for epoch in range(1, n + 1)` too), as
         the original's first pass; an epoch never set stays 0, so a missing `set_epoch` shows."""
         first = getattr(DistributedSampler, "_verify_first", None)
         if first is None:
-            first = DistributedSampler._verify_first = self.epoch  # type: ignore[attr-defined]
+            first = DistributedSampler._verify_first = self.epoch  # type: ignore[attr-defined]  # our mark on torch's class
         epoch = self.epoch
         self.epoch = epoch - first
         try:
@@ -69,10 +71,10 @@ def _fixed_order() -> None:
         finally:
             self.epoch = epoch
 
-    DistributedSampler.__iter__ = counted  # type: ignore[method-assign]
+    DistributedSampler.__iter__ = counted  # type: ignore[method-assign]  # the epoch counted from the first, on purpose
 
 
-def _params(optimizer) -> list[torch.Tensor]:  # type: ignore[no-untyped-def]
+def _params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [p.detach().cpu().clone() for g in optimizer.param_groups for p in g["params"]]
 
 
@@ -90,13 +92,13 @@ def _stop_after(steps: int, out: str) -> list[int]:
     main = int(os.environ.get("RANK", "0")) == 0
     watch = Watch()
 
-    def before(optimizer, args, kwargs):  # type: ignore[no-untyped-def]
+    def before(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if not initial:
             initial.append(_params(optimizer))
             if main:
                 watch.start(optimizer)
 
-    def after(optimizer, args, kwargs):  # type: ignore[no-untyped-def]
+    def after(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         done.append(1)
         if len(done) == 2:  # the forwards between the first two steps were watched
             watch.stop()
@@ -123,7 +125,7 @@ def _together() -> dict[str, int]:
     return {"world_size": world, "ddp_models": ddp}
 
 
-def _cpu(value):  # type: ignore[no-untyped-def]
+def _cpu(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool):
         return "cpu"
     if isinstance(value, str) and value.startswith("cuda"):
@@ -136,17 +138,17 @@ def _cpu(value):  # type: ignore[no-untyped-def]
 def _cpu_stand_in() -> None:
     if torch.cuda.is_available():
         return
-    torch.cuda.device_count = lambda: 1  # type: ignore[assignment]
+    torch.cuda.device_count = lambda: 1
     for cls in (torch.Tensor, torch.nn.Module):
         to = cls.to
 
-        def moved(self, *args, _to=to, **kwargs):  # type: ignore[no-untyped-def]
+        def moved(self: Any, *args: Any, _to: Any = to, **kwargs: Any) -> Any:
             if "device" in kwargs:
                 kwargs["device"] = _cpu(kwargs["device"])
             return _to(self, *[_cpu(a) for a in args], **kwargs)
 
-        cls.to = moved  # type: ignore[method-assign]
-        cls.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
+        cls.to = moved  # type: ignore[method-assign]  # placements on the CPU, on purpose
+        cls.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]  # as above
 
 
 def _leave_group() -> None:

@@ -3,6 +3,8 @@ loaders (`set_epoch` is `epochs`' part)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from dpwise.lint.fix.cst import code, with_keyword
@@ -10,12 +12,12 @@ from dpwise.migrate.edits import Edit, reflowed, statements
 from dpwise.migrate.facts import Facts, dotted, last, plain_sampler
 
 
-def loader_edits(facts: Facts) -> list[Edit]:
+def loader_edits(facts: Facts) -> list[Edit[Any]]:
     """A `DataLoader(data, ...)` assigned to a name gets a `DistributedSampler` built on the line
     before it; one whose data set is an expression (`DataLoader(TensorDataset(x, y), ...)`, which
     must not be built twice) or a loader another module builds (`get_dataloader(...)`) is
     re-built at run time by `_distributed_loader`."""
-    edits = []
+    edits: list[Edit[Any]] = []
     for call, stmt, target in facts.dataloader_calls:
         data = _dataset(call)
         if data is not None and not dotted(data):
@@ -24,14 +26,19 @@ def loader_edits(facts: Facts) -> list[Edit]:
             edits += _sampled(call, stmt, target, facts.names)
     here = {id(call) for call, _, _ in facts.dataloader_calls}
     for stmt, name in facts.loaders:
-        value = stmt.body[0].value
-        if id(value) in here or last(value.func) in facts.defined:
+        first = stmt.body[0]  # `name = loader(...)`: facts found an assignment of a call
+        value = first.value if isinstance(first, cst.Assign) else None
+        if (
+            not isinstance(value, cst.Call)
+            or id(value) in here
+            or last(value.func) in facts.defined
+        ):
             continue
         edits.append(_rebuilt(value, name))
     return edits
 
 
-def _rebuilt(call: cst.Call, name: str) -> Edit:
+def _rebuilt(call: cst.Call, name: str) -> Edit[cst.Call]:
     return Edit(
         f"`{name}` re-built with a DistributedSampler (shuffle moved into it) "
         "and a per-process batch of global batch // world_size",
@@ -63,7 +70,7 @@ def _resharded(node: cst.Call) -> cst.Call:
 
 def _sampled(
     call: cst.Call, stmt: cst.SimpleStatementLine | None, target: str, taken: set[str]
-) -> list[Edit]:
+) -> list[Edit[Any]]:
     positional = [a for a in call.args if a.keyword is None]
     keywords = {a.keyword.value: a for a in call.args if a.keyword}
     batch = keywords.get("batch_size") or (positional[1] if len(positional) > 1 else None)
@@ -90,7 +97,7 @@ def _sampled(
         return reflowed(with_keyword(node, "sampler", sampler))
 
     said = f"`DataLoader({data}, ...)`: a DistributedSampler (shuffle={shuffled} moved into it)"
-    edits = [
+    edits: list[Edit[Any]] = [
         Edit(
             f"{said}, `shuffle=False`, per-process batch `{size} // world_size`",
             "missing-distributed-sampler",
@@ -114,5 +121,7 @@ def _sampled(
 def _reflowed_assign(line: str) -> cst.SimpleStatementLine:
     """`name = call(...)` with a long call laid out one argument per line."""
     stmt = statements(line)[0]
+    assert isinstance(stmt, cst.SimpleStatementLine), line
     assign = stmt.body[0]
+    assert isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call), line
     return stmt.with_changes(body=[assign.with_changes(value=reflowed(assign.value, 64))])

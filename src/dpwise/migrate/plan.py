@@ -3,12 +3,14 @@ reasons it cannot be migrated safely)."""
 
 from __future__ import annotations
 
+from typing import Any, TypeGuard
+
 import libcst as cst
 
 from dpwise.lint.fix.cst import code
 from dpwise.migrate import helper
 from dpwise.migrate.accumulate import accumulation_edits
-from dpwise.migrate.edits import Edit, statements
+from dpwise.migrate.edits import Block, Edit, statements
 from dpwise.migrate.epochs import set_epoch_edits
 from dpwise.migrate.facts import Facts, dotted, read
 from dpwise.migrate.loaders import loader_edits
@@ -28,7 +30,7 @@ TEARDOWN = "if dist.is_initialized():\n    _dist_teardown()\n"
 _BOUND = ("rank", "world_size", "local_rank", "device")  # what SETUP binds
 
 
-def plan(module: cst.Module) -> list[Edit]:
+def plan(module: cst.Module) -> list[Edit[Any]]:
     facts = read(module)
     refusals = list(facts.refusals)
     taken = sorted(set(helper.NAMES) & facts.defined)
@@ -40,12 +42,12 @@ def plan(module: cst.Module) -> list[Edit]:
             "found no `nn.DataParallel(...)` wrap and no model placed on a device "
             "(`.to(...)` / `.cuda()`): nothing to migrate"
         )
-    if refusals:
+    if refusals or block is None:  # no block: refused above
         raise MigrationRefused(refusals)
     wrapped = {name for _, _, name in facts.data_parallel if name}
     if not facts.data_parallel:
         wrapped = {name for _, name in facts.placed_models[:1]}
-    body = [
+    body: list[Edit[Any]] = [
         *placement_edits(facts, own_calls(block)),
         *wrap_edits(facts),
         *wrap_condition_edits(module, facts),
@@ -61,14 +63,14 @@ def plan(module: cst.Module) -> list[Edit]:
     return [*_setup(module, block, needs), *body, _teardown(module)]
 
 
-def _scope_block(module: cst.Module, facts: Facts):  # type: ignore[no-untyped-def]
+def _scope_block(module: cst.Module, facts: Facts) -> Block | None:
     """The body the process group is set up in: the function (or the `__main__` block, or the
     module) that holds the DataParallel wrap, or the first placed model; None without either."""
     anchors = [stmt for stmt, _, _ in facts.data_parallel]
     if not anchors:
         anchors = [stmt for stmt, _ in facts.placed_models[:1]]
-    found: list[cst.CSTNode] = []
-    scopes: list[cst.CSTNode] = [module]
+    found: list[Block] = []
+    scopes: list[Block] = [module]
 
     class _Scopes(cst.CSTVisitor):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -93,10 +95,10 @@ def _scope_block(module: cst.Module, facts: Facts):  # type: ignore[no-untyped-d
     return found[0] if found else None
 
 
-def _setup(module: cst.Module, block, needs: set[str]) -> list[Edit]:  # type: ignore[no-untyped-def]
+def _setup(module: cst.Module, block: Block, needs: set[str]) -> list[Edit[Any]]:
     code = helper.block(needs)
     code = code if "import torch" in module.code else "import torch\n" + code
-    edits = [
+    edits: list[Edit[Any]] = [
         Edit(
             "inserts `_dist_setup()`: the process group under torchrun (nccl on CUDA, gloo on "
             "CPU) and `torch.cuda.set_device(LOCAL_RANK)`; one process otherwise",
@@ -129,7 +131,7 @@ def _setup(module: cst.Module, block, needs: set[str]) -> list[Edit]:  # type: i
     return edits
 
 
-def _first_statement(module: cst.Module, block) -> cst.BaseStatement:  # type: ignore[no-untyped-def]
+def _first_statement(module: cst.Module, block: Block) -> cst.CSTNode:
     """The first statement of `block` that is no import and no docstring (in the module: after
     its last import line, where the inserted block goes)."""
     body = list(block.body)
@@ -151,7 +153,7 @@ def _doc(stmt: cst.SimpleStatementLine) -> bool:
     return isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString)
 
 
-def _assigns(stmt: cst.BaseStatement, names: tuple[str, ...]) -> bool:
+def _assigns(stmt: cst.CSTNode, names: tuple[str, ...]) -> bool:
     if not isinstance(stmt, cst.SimpleStatementLine) or not isinstance(stmt.body[0], cst.Assign):
         return False
     return any(
@@ -163,7 +165,7 @@ def _is_import(stmt: cst.SimpleStatementLine) -> bool:
     return all(isinstance(x, cst.Import | cst.ImportFrom) for x in stmt.body)
 
 
-def _guards(facts: Facts) -> list[Edit]:
+def _guards(facts: Facts) -> list[Edit[cst.SimpleStatementLine]]:
     def rewrite(stmt: cst.SimpleStatementLine) -> cst.If:
         return cst.If(
             test=cst.parse_expression("is_main_process()"),
@@ -182,14 +184,14 @@ def _guards(facts: Facts) -> list[Edit]:
     ]
 
 
-def _teardown(module: cst.Module) -> Edit:
+def _teardown(module: cst.Module) -> Edit[Any]:
     """The group is left when the program is done: at the end of the `if __name__ ==
     "__main__":` block (in a `finally:` when that block ends by exiting: `sys.exit(main())`),
     or after the script's last statement."""
     what = "`destroy_process_group()` when the script's work is done (DDP's reducers first)"
     rule = "missing-destroy-process-group"
     main = next((s for s in module.body if _is_main_guard(s)), None)
-    if main is None:
+    if main is None or not isinstance(main.body, cst.IndentedBlock):  # (not: _is_main_guard's)
         return Edit(what, rule, module.body[-1], after=statements(TEARDOWN))
     if not _exits(main.body.body[-1]):
         return Edit(what, rule, main.body.body[-1], after=statements(TEARDOWN))
@@ -213,8 +215,12 @@ def _exits(stmt: cst.BaseStatement) -> bool:
     return isinstance(call, cst.Call) and dotted(call.func) in ("sys.exit", "exit", "quit")
 
 
-def _is_main_guard(stmt: cst.BaseStatement) -> bool:
+def _is_main_guard(stmt: cst.CSTNode) -> TypeGuard[cst.If]:
+    """`if __name__ == "__main__":` over lines (a one-line `if ...: main()` has no statement
+    to set up or tear down beside: the script's last statement is that `if`)."""
     if not isinstance(stmt, cst.If) or stmt.orelse is not None:
+        return False
+    if not isinstance(stmt.body, cst.IndentedBlock):
         return False
     text = code(stmt.test).replace("'", '"')
     return text.replace(" ", "") in ('__name__=="__main__"', '"__main__"==__name__')

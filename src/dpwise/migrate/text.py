@@ -6,13 +6,17 @@ import shlex
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dpwise.advise.jobscript import as_argument
 from dpwise.diagnosis.layers import group
 from dpwise.migrate.edits import Edit
 
+if TYPE_CHECKING:
+    from dpwise.migrate.verify import Verdict
 
-def render_edits(edits: Sequence[Edit], out: Path | None) -> str:
+
+def render_edits(edits: Sequence[Edit[Any]], out: Path | None) -> str:
     width = max(len(e.rule) for e in edits)
     counts = Counter((e.rule, e.what) for e in edits)  # the same change in several places: once
     lines = [f"{len(edits)} edits" + (f", written to {out}" if out else "") + ":"]
@@ -30,7 +34,7 @@ def render_refusal(script: str, reasons: Sequence[str]) -> str:
     return "\n".join(f"{script}: not migrated: {reason}" for reason in reasons)
 
 
-def render_verdict(verdict) -> str:  # type: ignore[no-untyped-def]
+def render_verdict(verdict: Verdict) -> str:
     """The two runs' largest parameter difference against the tolerance; when they differ, what
     in the model makes them differ by design, or, when nothing does, where to look."""
     from dpwise.migrate.verify import TOLERANCE
@@ -50,7 +54,7 @@ def render_verdict(verdict) -> str:  # type: ignore[no-untyped-def]
     return "\n".join([head, *(f"  {line}" for line in why)])
 
 
-def _causes(verdict) -> list[str]:  # type: ignore[no-untyped-def]
+def _causes(verdict: Verdict) -> list[str]:
     lines = []
     if verdict.batchnorm:
         lines.append(
@@ -73,7 +77,7 @@ def _causes(verdict) -> list[str]:  # type: ignore[no-untyped-def]
     return lines
 
 
-def _unexplained(verdict) -> str:  # type: ignore[no-untyped-def]
+def _unexplained(verdict: Verdict) -> str:
     how = (
         "a training forward was watched"
         if verdict.found_by == "running"

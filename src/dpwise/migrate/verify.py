@@ -9,6 +9,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from dpwise.diagnosis.layers import Layer
 from dpwise.errors import DpwiseError
@@ -16,6 +17,9 @@ from dpwise.infra import scratch
 from dpwise.launch.elastic import PeerStopped, WorkerFailed, launch
 from dpwise.launch.settings import LaunchSettings
 from dpwise.migrate.harness import ENDED, LIMIT_MARK, LOG, MARK, worker
+
+if TYPE_CHECKING:
+    from dpwise.migrate.causes import Causes, FoundBy
 
 TOLERANCE = 1e-5
 
@@ -29,7 +33,7 @@ class Verdict:
     # what in the model makes the runs differ by design (found in the migrated run, rank 0)
     batchnorm: tuple[Layer, ...] = ()
     stochastic: tuple[Layer, ...] = ()
-    found_by: str = "running"  # how the random layers were found: "running" or "class"
+    found_by: FoundBy = "running"  # how the random layers were found
 
     @property
     def same(self) -> bool:
@@ -41,7 +45,9 @@ class Verdict:
         return bool(self.batchnorm or self.stochastic)
 
 
-def _layers(causes: dict, key: str) -> tuple[Layer, ...]:  # type: ignore[type-arg]
+def _layers(causes: Causes | None, key: Literal["batchnorm", "stochastic"]) -> tuple[Layer, ...]:
+    if causes is None:
+        return ()
     return tuple(Layer(d["name"], d["kind"]) for d in causes.get(key, []))
 
 
@@ -94,11 +100,11 @@ def _why(folder: Path, steps: int, timeout: float, failed: WorkerFailed | None) 
         return _late(timeout)
     if failed is not None and failed.details:
         return _cause(failed.details, steps)
-    last = [w for w in (_last_words(p) for p in sorted(folder.glob(f"{LOG}*"))) if w]
-    if failed is not None and last:  # os._exit, a signal: no Python error, but its own words
+    words = [w for w in (_last_words(p) for p in sorted(folder.glob(f"{LOG}*"))) if w]
+    if failed is not None and words:  # os._exit, a signal: no Python error, but its own words
         return (
             f"failed under torchrun (worker rank {failed.rank} exited with code "
-            f"{failed.exitcode}; its last line: {last[0]}); run it by hand to see why"
+            f"{failed.exitcode}; its last line: {words[0]}); run it by hand to see why"
         )
     return _cause("\n".join(logs) + (f"\n{failed}" if failed else ""), steps)
 
@@ -181,7 +187,7 @@ def verify(
     moved = max(
         (x - y).abs().max().item() for x, y in zip(a, runs["original"]["initial"], strict=True)
     )
-    causes = runs["migrated"].get("causes") or {}
+    causes: Causes | None = runs["migrated"].get("causes")
     return Verdict(
         steps=steps,
         nproc=nproc,
@@ -189,5 +195,5 @@ def verify(
         moved=moved,
         batchnorm=_layers(causes, "batchnorm"),
         stochastic=_layers(causes, "stochastic"),
-        found_by=causes.get("found_by", "running"),
+        found_by=causes.get("found_by", "running") if causes else "running",
     )

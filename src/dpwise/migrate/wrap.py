@@ -4,18 +4,24 @@ model where the script reaches through the wrapper (state dicts, `model.module`)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
 from dpwise.lint.fix.cst import code
-from dpwise.migrate.edits import Edit, indented, statements
+from dpwise.migrate.edits import Block, Edit, Replacement, indented, lines, statements
 from dpwise.migrate.facts import Facts, dotted
 
 _DEVICE_WORDS = ("device_ids", "cuda", "gpu")
 
 
-def own_calls(block) -> set[int]:  # type: ignore[no-untyped-def]
+def _method(call: cst.Call) -> cst.Attribute:
+    """The `owner.name` a call the facts list as a method call (a placement, a state dict) calls."""
+    assert isinstance(call.func, cst.Attribute), "the facts keep method calls only"
+    return call.func
+
+
+def own_calls(block: Block) -> set[int]:
     """The calls written in `block` itself, not in a function or class defined inside it: the
     ones that see the names `_dist_setup()` binds there."""
     found: set[int] = set()
@@ -35,23 +41,24 @@ def own_calls(block) -> set[int]:  # type: ignore[no-untyped-def]
     return found
 
 
-def placement_edits(facts: Facts, local: set[int]) -> list[Edit]:
+def placement_edits(facts: Facts, local: set[int]) -> list[Edit[cst.Call]]:
     wraps = {id(call) for _, call, _ in facts.data_parallel}
-    edits = []
+    edits: list[Edit[cst.Call]] = []
     for call in facts.placements:
-        if id(call.func.value) in wraps:  # `nn.DataParallel(model).cuda()`: placed inside
+        method = _method(call)
+        if id(method.value) in wraps:  # `nn.DataParallel(model).cuda()`: placed inside
             edits.append(
                 Edit(
-                    f"`.{call.func.attr.value}()` after the wrap -> the model is "
+                    f"`.{method.attr.value}()` after the wrap -> the model is "
                     "placed on this process's device before it is wrapped",
                     "missing-set-device",
                     call,
-                    lambda node: node.func.value,
+                    lambda node: _method(node).value,
                 )
             )
             continue
         where = code(call.args[0].value) if call.args else ""
-        is_cuda = call.func.attr.value == "cuda"
+        is_cuda = method.attr.value == "cuda"
         if not is_cuda and not any(word in where for word in _DEVICE_WORDS):
             continue
 
@@ -63,7 +70,7 @@ def placement_edits(facts: Facts, local: set[int]) -> list[Edit]:
 
         edits.append(
             Edit(
-                f"`.{call.func.attr.value}({where})` -> `.to({device})`: this process's own device",
+                f"`.{method.attr.value}({where})` -> `.to({device})`: this process's own device",
                 "missing-set-device",
                 call,
                 rewrite,
@@ -84,10 +91,10 @@ def _on_device(args: Sequence[cst.Arg], device: str) -> list[cst.Arg]:
     return [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in out]
 
 
-def wrap_edits(facts: Facts) -> list[Edit]:
-    placed = {id(call.func.value) for call in facts.placements}
+def wrap_edits(facts: Facts) -> list[Edit[cst.Call]]:
+    placed = {id(_method(call).value) for call in facts.placements}
     placed_names = {name for _, name in facts.placed_models}  # `model = Net().to(device)`
-    edits = []
+    edits: list[Edit[cst.Call]] = []
     for _, call, _ in facts.data_parallel:
         arg = call.args[0].value
         model = code(arg)
@@ -104,13 +111,18 @@ def wrap_edits(facts: Facts) -> list[Edit]:
                 "torchrun (the plain model in one process)",
                 "data-parallel-usage",
                 call,
-                lambda node, new=new: new,
+                _replaced_by(new),
             )
         )
     return edits
 
 
-def wrap_condition_edits(module: cst.Module, facts: Facts) -> list[Edit]:
+def _replaced_by(new: cst.BaseExpression) -> Callable[[cst.CSTNode], cst.CSTNode]:
+    """A rewrite that puts `new` in the target's place."""
+    return lambda node: new
+
+
+def wrap_condition_edits(module: cst.Module, facts: Facts) -> list[Edit[cst.If]]:
     """`if torch.cuda.device_count() > 1: model = nn.DataParallel(model)`: under torchrun each
     process has one device, so a device test must not decide the wrap (the DDP wrap decides by
     itself: `dist.is_initialized()`). An `if` that holds only the wrap becomes the wrap; else
@@ -124,13 +136,14 @@ def wrap_condition_edits(module: cst.Module, facts: Facts) -> list[Edit]:
                 found.append(node)
 
     module.visit(_Ifs())
-    edits = []
+    edits: list[Edit[cst.If]] = []
     for node in found:
         test = code(node.test)
         if node.orelse is not None or not any(w in test.lower() for w in (*_DEVICE_WORDS, "n_gpu")):
             continue
-        at = [i for i, stmt in enumerate(node.body.body) if stmt in wraps]
-        alone = len(at) == len(node.body.body)
+        body = lines(node.body)
+        at = [i for i, stmt in enumerate(body) if stmt in wraps]
+        alone = len(at) == len(body)
         edits.append(
             Edit(
                 f"the wrap under `if {test}:` "
@@ -139,20 +152,26 @@ def wrap_condition_edits(module: cst.Module, facts: Facts) -> list[Edit]:
                 "whenever processes train together (`dist.is_initialized()`)",
                 "data-parallel-usage",
                 node,
-                lambda n, at=at, alone=alone: _unconditional(n, at, alone),
+                _unconditional(at, alone),
             )
         )
     return edits
 
 
-def _unconditional(node: cst.If, at: list[int], alone: bool):  # type: ignore[no-untyped-def]
-    body = list(node.body.body)
-    moved = [body[i] for i in at]
-    moved[0] = moved[0].with_changes(leading_lines=node.leading_lines)
-    if alone:
-        return cst.FlattenSentinel(moved)
-    kept = [s for i, s in enumerate(body) if i not in at]
-    return cst.FlattenSentinel([node.with_changes(body=node.body.with_changes(body=kept)), *moved])
+def _unconditional(at: list[int], alone: bool) -> Callable[[cst.If], Replacement]:
+    """The rewrite that takes the wraps (statements `at` of the `if`) out of it."""
+
+    def rewrite(node: cst.If) -> Replacement:
+        body = lines(node.body)
+        moved = [body[i] for i in at]
+        moved[0] = moved[0].with_changes(leading_lines=node.leading_lines)
+        if alone:
+            return cst.FlattenSentinel(moved)
+        kept = [s for i, s in enumerate(body) if i not in at]
+        rest = node.with_changes(body=node.body.with_changes(body=kept))
+        return cst.FlattenSentinel([rest, *moved])
+
+    return rewrite
 
 
 def _placed(expr: cst.BaseExpression) -> bool:
@@ -177,10 +196,10 @@ def _ddp(model: str, on_device: str | None = None) -> str:
     )
 
 
-def state_dict_edits(facts: Facts, wrapped: set[str]) -> list[Edit]:
-    edits = []
+def state_dict_edits(facts: Facts, wrapped: set[str]) -> list[Edit[cst.Call]]:
+    edits: list[Edit[cst.Call]] = []
     for call in facts.state_dicts:
-        owner = call.func.value
+        owner = _method(call).value
         if dotted(owner) in wrapped:
             name = dotted(owner)
         elif (
@@ -192,24 +211,31 @@ def state_dict_edits(facts: Facts, wrapped: set[str]) -> list[Edit]:
         else:
             continue
         new = cst.parse_expression(f'getattr({name}, "module", {name})')
-        verb = "loaded into" if call.func.attr.value == "load_state_dict" else "saved from"
+        verb = "loaded into" if _method(call).attr.value == "load_state_dict" else "saved from"
         edits.append(
             Edit(
                 f"`{name}`'s weights {verb} the unwrapped model (no `module.` prefix)",
                 "wrapped-state-dict",
                 call,
-                lambda node, new=new: node.with_changes(func=node.func.with_changes(value=new)),
+                _owner_replaced_by(new),
             )
         )
     return edits
 
 
-def module_use_edits(module: cst.Module, facts: Facts, wrapped: set[str]) -> list[Edit]:
+def _owner_replaced_by(new: cst.BaseExpression) -> Callable[[cst.Call], cst.Call]:
+    """A rewrite of `owner.method(...)` into `new.method(...)`."""
+    return lambda node: node.with_changes(func=_method(node).with_changes(value=new))
+
+
+def module_use_edits(
+    module: cst.Module, facts: Facts, wrapped: set[str]
+) -> list[Edit[cst.Attribute]]:
     """`model.module.save_pretrained(...)`, `model.module.config`: the wrapper exists only under
     torchrun, so `model.module` becomes `getattr(model, "module", model)`. Left alone: the
     `.module` of a state_dict call (`_state_dicts` has it) and one under `hasattr(model,
     "module")`, which already works both ways."""
-    owners = {id(call.func.value) for call in facts.state_dicts}
+    owners = {id(_method(call).value) for call in facts.state_dicts}
     found: list[tuple[cst.Attribute, str]] = []
     guarded: list[bool] = [False]
 
@@ -239,13 +265,13 @@ def module_use_edits(module: cst.Module, facts: Facts, wrapped: set[str]) -> lis
             "under torchrun (the plain model in one process)",
             "data-parallel-usage",
             node,
-            lambda n, name=name: cst.parse_expression(f'getattr({name}, "module", {name})'),
+            _replaced_by(cst.parse_expression(f'getattr({name}, "module", {name})')),
         )
         for node, name in found
     ]
 
 
-def single_wrap_edits(facts: Facts) -> list[Edit]:
+def single_wrap_edits(facts: Facts) -> list[Edit[cst.SimpleStatementLine]]:
     """A single-process script: its model wrapped in DDP after it is placed, under torchrun."""
     if facts.data_parallel:
         return []

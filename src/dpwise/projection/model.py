@@ -9,7 +9,7 @@ reaches the first layers) is exposed; the step is the measured no-sync step plus
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from dpwise.projection.links import Link
 
@@ -136,7 +136,19 @@ def fits(link: Link, n: int) -> bool:
     return link.node_devices is None or n <= link.node_devices
 
 
-def check_at_measured(inputs: Inputs, link: Link) -> dict[str, Any] | None:
+class MeasuredCheck(TypedDict):
+    """The model against the measured step (the projection section's `check`)."""
+
+    link: str
+    devices: int
+    projected_step_ms: float
+    measured_step_ms: float
+    projected_exposed_ms: float
+    measured_exposed_ms: float | None
+    error: float | None  # (projected - measured) / measured; None for a zero measurement
+
+
+def check_at_measured(inputs: Inputs, link: Link) -> MeasuredCheck | None:
     """The model at the world size that was measured, over ``link`` (the probed one), against
     the measured step: how far off it is where both exist; None without a measured step."""
     if inputs.measured_step_ms is None:

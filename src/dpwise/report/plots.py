@@ -65,8 +65,11 @@ def write_plots(results: Results, out_dir: Path) -> dict[str, str]:
 
 
 def _throughput(runs: list[Run]) -> Figure | None:
-    medians = [(run_label(r, i), r, num(r.samples_per_s.median)) for i, r in enumerate(runs)]
-    points = [(label, run, med) for label, run, med in medians if med is not None]
+    points = [
+        (run_label(r, i), r, med)
+        for i, r in enumerate(runs)
+        if (med := num(r.samples_per_s.median)) is not None
+    ]
     if not points:
         return None
     scaling = _scaling_series(runs)

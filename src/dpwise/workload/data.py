@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch.utils.data import Dataset, TensorDataset, default_collate
@@ -29,6 +29,14 @@ def micro_batch_rows(
     return perm[start : start + batch_size]
 
 
+class _Items(Protocol):
+    """A map-style Dataset with a length (torch's Dataset class declares no __len__)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int) -> Any: ...
+
+
 class BatchSource:
     """Random access to (inputs, targets) batches by row indices.
 
@@ -40,7 +48,7 @@ class BatchSource:
         self.origin = origin
         self.x: Inputs | None = None
         self.y: torch.Tensor | None = None
-        self.dataset: Dataset | None = None
+        self.dataset: _Items | None = None
         if isinstance(data, TensorDataset) and len(data.tensors) in (1, 2):
             data = data.tensors if len(data.tensors) == 2 else data.tensors[0]
         if isinstance(data, (tuple, list)) and len(data) == 2 and _pair(data):
@@ -56,10 +64,10 @@ class BatchSource:
                 "with __len__"
             )
         if self.x is not None:
-            self._check_rows()
+            self._check_rows(self.x)
 
-    def _check_rows(self) -> None:
-        counts = batches.row_counts(self.x)
+    def _check_rows(self, x: Inputs) -> None:
+        counts = batches.row_counts(x)
         if self.y is not None:
             counts["targets"] = self.y.shape[0]
         if len(set(counts.values())) > 1:
@@ -70,12 +78,17 @@ class BatchSource:
             )
 
     def __len__(self) -> int:
-        return len(self.dataset) if self.dataset is not None else batches.rows(self.x)
+        return len(self.dataset) if self.dataset is not None else batches.rows(self._tensors())
+
+    def _tensors(self) -> Inputs:
+        """The inputs given as tensors (there are, where no Dataset was given)."""
+        assert self.x is not None, "a BatchSource holds tensors or a Dataset"
+        return self.x
 
     def get(self, rows: torch.Tensor) -> tuple[Inputs, torch.Tensor | None]:
         if self.dataset is None:
             y = None if self.y is None else self.y.index_select(0, rows)
-            return batches.take(self.x, rows), y
+            return batches.take(self._tensors(), rows), y
         return _split(default_collate([self.dataset[i] for i in rows.tolist()]), self.origin)
 
 

@@ -61,11 +61,11 @@ def logits(out: object, origin: str) -> torch.Tensor:
             "(or a 'logits' key), or a 'loss' with --loss model"
         )
     if isinstance(out, (tuple, list)):
-        tensors = [t for t in out if isinstance(t, torch.Tensor)]
-        if len(tensors) > 1 and _is_loss(tensors[0], tensors[1]):
-            return tensors[1]  # (loss, logits, …): what transformers returns with labels
-        if tensors:
-            return tensors[0]
+        parts = [t for t in out if isinstance(t, torch.Tensor)]
+        if len(parts) > 1 and _is_loss(parts[0], parts[1]):
+            return parts[1]  # (loss, logits, …): what transformers returns with labels
+        if parts:
+            return parts[0]
     raise DpwiseError(
         f"{origin}: forward returned {type(out).__name__}; dpwise needs the logits as a tensor, "
         "a tuple or dict holding them, or a model output with 'logits' or 'loss'"

@@ -217,8 +217,10 @@ class Workload:
         return f"--data {self.data_spec}" if spec is None else synthetic.describe(spec)
 
     def load_data(self, seed: int) -> BatchSource:
-        if self.data_factory is None:
-            return BatchSource(synthetic.generate(self.synthetic_spec, seed), "--data synthetic")
+        spec = self.synthetic_spec  # None: a factory gives the data
+        if spec is not None:
+            return BatchSource(synthetic.generate(spec, seed), "--data synthetic")
+        assert self.data_factory is not None
         kwargs = dict(self.data_args)
         if self.data_spec in BUILTINS:
             kwargs = {**self.model_args, **kwargs}

@@ -44,6 +44,18 @@ class Spec:
     def tokens(self) -> bool:
         return self.vocab is not None
 
+    def token_shape(self) -> tuple[int, int]:
+        """(vocab, seq_len) of token inputs (`complete` gives seq_len its default)."""
+        if self.vocab is None or self.seq_len is None:
+            raise DpwiseError("--data synthetic: token inputs need vocab=V and seq_len=T")
+        return self.vocab, self.seq_len
+
+    def sample_shape(self) -> tuple[int, ...]:
+        """One sample's shape, where the inputs are no tokens."""
+        if self.shape is None:
+            raise DpwiseError("--data synthetic: give shape=… (or vocab=… for token inputs)")
+        return self.shape
+
     @property
     def task(self) -> str:
         if self.outputs is not None:
@@ -85,8 +97,9 @@ def parse_shape(raw: Any) -> tuple[int, ...]:
 
 
 def is_complete(spec: Spec) -> bool:
-    """Inputs and targets are both described: nothing to infer from the model."""
-    has_inputs = spec.shape is not None or spec.tokens
+    """Inputs and targets are both described: nothing to infer from the model (token inputs
+    need their length too: `complete` gives it its default)."""
+    has_inputs = spec.shape is not None or (spec.tokens and spec.seq_len is not None)
     return has_inputs and (spec.tokens or spec.classes is not None or spec.outputs is not None)
 
 
@@ -131,7 +144,7 @@ def _from_transformers(model: nn.Module, config: Any) -> Spec:
     vocab = getattr(config, "vocab_size", None)
     if vocab is None:
         raise DpwiseError(f"cannot infer the inputs of {cls}; give --data synthetic with shape=…")
-    positions = getattr(config, "max_position_embeddings", None) or getattr(
+    positions: int = getattr(config, "max_position_embeddings", 0) or getattr(
         config, "n_positions", 64
     )
     seq = min(64, positions)
@@ -190,10 +203,10 @@ def sample_count(spec: Spec) -> int:
     if spec.samples is not None:
         return spec.samples
     if spec.tokens:
-        per = 8 * spec.seq_len * 2
+        per = 8 * spec.token_shape()[1] * 2
     else:
         per = _DTYPES[spec.dtype].itemsize
-        for d in spec.shape:
+        for d in spec.sample_shape():
             per *= d
     return max(64, min(DEFAULT_SAMPLES, BYTES_CAP // max(1, per) // 64 * 64))
 
@@ -202,12 +215,13 @@ def generate(spec: Spec, seed: int) -> tuple[Any, torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     n = sample_count(spec)
     if spec.tokens:
-        tokens = torch.randint(0, spec.vocab, (n, spec.seq_len), generator=gen)
+        vocab, seq_len = spec.token_shape()
+        tokens = torch.randint(0, vocab, (n, seq_len), generator=gen)
         x: Any = tokens
         if spec.inputs != "tensor":
             x = {"input_ids": tokens, "attention_mask": torch.ones_like(tokens)}
     else:
-        x = torch.randn(n, *spec.shape, generator=gen).to(_DTYPES[spec.dtype])
+        x = torch.randn(n, *spec.sample_shape(), generator=gen).to(_DTYPES[spec.dtype])
         if spec.inputs != "tensor":
             x = {"pixel_values": x}
     targets = _targets(spec, n, gen, tokens if spec.tokens else None)
@@ -233,7 +247,7 @@ def describe(spec: Spec) -> str:
     if spec.tokens:
         what = f"{n:,} sequences of {spec.seq_len} tokens (vocab {spec.vocab:,})"
     else:
-        what = f"{n:,} inputs of {'×'.join(map(str, spec.shape))} {spec.dtype}"
+        what = f"{n:,} inputs of {'×'.join(map(str, spec.sample_shape()))} {spec.dtype}"
     target = {
         "classification": f"{spec.classes} classes",
         "regression": f"{spec.outputs} real-valued outputs",

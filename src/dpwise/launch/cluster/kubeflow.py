@@ -6,6 +6,7 @@ nothing about this process, which is one pod's task; dpwise launches the pod's w
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from dpwise.errors import DpwiseError
 from dpwise.launch.cluster.checks import endpoint as parse_endpoint
@@ -22,7 +23,7 @@ def detect(env: Mapping[str, str]) -> Found | None:
     low, high = _nodes(env)
     nproc = _nproc(env)
     restarts = integer(env, "PET_MAX_RESTARTS")
-    common = dict(
+    common = Found(
         scheduler="kubeflow",
         job="Kubeflow PyTorchJob",
         per_device=False,
@@ -34,7 +35,8 @@ def detect(env: Mapping[str, str]) -> Found | None:
     endpoint = env.get("PET_RDZV_ENDPOINT")
     if endpoint:
         host, port = parse_endpoint(endpoint, variable("PET_RDZV_ENDPOINT", env))
-        return Found(  # type: ignore[arg-type]
+        return replace(
+            common,
             host=Sourced(host, "PET_RDZV_ENDPOINT"),
             port=Sourced(port or C10D_PORT, "PET_RDZV_ENDPOINT" if port else "torchrun's port"),
             rdzv_backend=Sourced(env.get("PET_RDZV_BACKEND", "c10d"), "PET_RDZV_BACKEND")
@@ -42,7 +44,6 @@ def detect(env: Mapping[str, str]) -> Found | None:
             else None,
             rdzv_id=Sourced(env["PET_RDZV_ID"], "PET_RDZV_ID") if env.get("PET_RDZV_ID") else None,
             node_rank=None,  # the c10d rendezvous assigns it
-            **common,
         )
     if low.value != high.value:
         raise DpwiseError(
@@ -50,19 +51,19 @@ def detect(env: Mapping[str, str]) -> Found | None:
             "needs a c10d rendezvous, but PET_RDZV_ENDPOINT is not set: give the PyTorchJob an "
             "elasticPolicy with rdzvBackend c10d (the operator then sets it), or a fixed node count"
         )
-    host, port = _first(env, "PET_MASTER_ADDR", "MASTER_ADDR"), _port(env)
+    master_host, master_port = _first(env, "PET_MASTER_ADDR", "MASTER_ADDR"), _port(env)
     rank = _first_int(env, "PET_NODE_RANK", "RANK")
-    if high.value > 1 and (host is None or port is None or rank is None):
+    if high.value > 1 and (master_host is None or master_port is None or rank is None):
         raise DpwiseError(
             f"{low.source}={high.value} nodes, but PET_MASTER_ADDR/PET_MASTER_PORT/PET_NODE_RANK "
             "(or PET_RDZV_ENDPOINT) are not all set: dpwise cannot tell where the pods meet"
         )
-    return Found(  # type: ignore[arg-type]
-        host=host,
-        port=port,
+    return replace(
+        common,
+        host=master_host,
+        port=master_port,
         node_rank=rank or Sourced(0, "one node"),
         rdzv_backend=Sourced("static", "PET_MASTER_ADDR (torchrun: static rendezvous)"),
-        **common,
     )
 
 

@@ -23,11 +23,10 @@ LOOPBACK = "127.0.0.1"
 
 
 def detect(env: Mapping[str, str]) -> Found | None:
-    family, rank_var, size_var, local_var, local_size_var = next(
-        (names for names in FAMILIES if names[1] in env), (None,) * 5
-    )
-    if rank_var is None:
+    names = next((names for names in FAMILIES if names[1] in env), None)
+    if names is None:
         return None
+    family, rank_var, size_var, local_var, local_size_var = names
     size = integer(env, size_var, 1)
     rank = integer(env, rank_var)
     local = integer(env, local_var)

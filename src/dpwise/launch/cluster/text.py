@@ -25,7 +25,7 @@ def node_line(topo: Topology, workers: int, workers_source: str) -> str | None:
         return None
     v = topo.values
     nodes, node = v.get("nnodes"), v.get("node_rank")
-    where = f"node {node.value} of {nodes.value}{_said(node)}" if node else (
+    where = f"node {node.value} of {nodes.value}{_said(node)}" if node and nodes else (
         f"one of {nodes.value} nodes{_said(nodes)}, its rank given by the rendezvous"
         if nodes else "one node"
     )  # fmt: skip

@@ -92,8 +92,9 @@ def _exported(found: Found, env: Mapping[str, str]) -> Found:
     SLURM's or MPI's (``export RANK=$SLURM_PROCID``). Where that scheduler runs this process
     per device with the same rank, its view is the fuller one (nodes, tasks per node)."""
     theirs = _per_device_scheduler(env)
-    same = theirs is not None and theirs.rank is not None and found.rank is not None
-    return theirs if same and theirs.rank.value == found.rank.value else found
+    if theirs is None or theirs.rank is None or found.rank is None:
+        return found
+    return theirs if theirs.rank.value == found.rank.value else found
 
 
 def _markers(cluster: str) -> str:

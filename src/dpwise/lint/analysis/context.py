@@ -329,10 +329,10 @@ class FileContext:
     def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
         """Parents up to (not including) the enclosing function, class or module."""
         parents = self.idx.parents
-        node = parents.get(node)  # type: ignore[assignment]
-        while node is not None and not isinstance(node, SCOPE_BOUNDARY):
-            yield node
-            node = parents.get(node)  # type: ignore[assignment]
+        parent = parents.get(node)
+        while parent is not None and not isinstance(parent, SCOPE_BOUNDARY):
+            yield parent
+            parent = parents.get(parent)
 
     def statement_of(self, node: ast.AST) -> ast.stmt | None:
         if isinstance(node, ast.stmt):
@@ -347,7 +347,7 @@ class FileContext:
         child = node
         for parent in self.ancestors(node):
             if isinstance(parent, LOOPS) and child in (*parent.body, *parent.orelse):
-                return parent  # type: ignore[return-value]
+                return parent
             child = parent
         return None
 
@@ -355,7 +355,7 @@ class FileContext:
         return self.tree if scope == MODULE else self.idx.functions[scope].node
 
     def body_of(self, scope: str) -> list[ast.stmt]:
-        return self.function_node(scope).body  # type: ignore[attr-defined]
+        return self.function_node(scope).body  # type: ignore[attr-defined]  # a scope's node is the module or a function: both have a body
 
     def line_text(self, lineno: int) -> str:
         lines = self.lines

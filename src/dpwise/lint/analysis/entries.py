@@ -19,6 +19,7 @@ import ast
 import configparser
 import os
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 ENTRY_DECORATORS = frozenset({"hydra.main", "click.command", "click.group"})
@@ -28,7 +29,7 @@ MAX_UP = 6  # folders looked up for a project file
 _TARGET = re.compile(r"^\s*[\w.\-\[\]]+\s*=\s*(?P<module>[\w.]+)\s*(?::\s*[\w.]+)?\s*$")
 
 
-def decorated_entry(tree: ast.Module, qual) -> str | None:  # type: ignore[no-untyped-def]
+def decorated_entry(tree: ast.Module, qual: Callable[[ast.AST], str | None]) -> str | None:
     """The name of a module-level function decorated as a program's entry (`@hydra.main`,
     `@click.command`, a Typer app's `@app.command`), else None. ``qual`` resolves a name to
     its dotted import path (FileContext.qual)."""
@@ -51,7 +52,7 @@ def decorated_entry(tree: ast.Module, qual) -> str | None:  # type: ignore[no-un
     return None
 
 
-def _typer_apps(tree: ast.Module, qual) -> set[str]:  # type: ignore[no-untyped-def]
+def _typer_apps(tree: ast.Module, qual: Callable[[ast.AST], str | None]) -> set[str]:
     """Module-level names bound to `typer.Typer(...)`."""
     apps = set()
     for node in tree.body:
@@ -116,7 +117,7 @@ def _declared(project_file: str) -> frozenset[str]:
 
 def _toml_scripts(text: str) -> list[str]:
     try:
-        import tomllib
+        import tomllib  # type: ignore[import-not-found,unused-ignore]  # Python 3.11+; mypy reads the code as 3.10's
     except ImportError:  # Python 3.10
         return []
     try:

@@ -323,7 +323,7 @@ class Guards:
         if ast.dump(test) in self.single:
             return RANK0
         negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
-        if negated and ast.dump(test.operand) in self.single:  # type: ignore[attr-defined]
+        if negated and isinstance(test, ast.UnaryOp) and ast.dump(test.operand) in self.single:
             return NOT_RANK0
         return OTHER
 

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 MODULE = "<module>"
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
+Loop = ast.For | ast.AsyncFor | ast.While
 
 
 def pos(node: ast.AST) -> tuple[int, int]:
-    return (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+    return (node.lineno, node.col_offset)  # type: ignore[attr-defined]  # every node indexed has a position; ast.AST's stub declares none
 
 
 def assign_targets(stmt: ast.AST) -> list[ast.expr]:
@@ -61,10 +62,12 @@ class Index:
     functions: dict[str, FunctionInfo] = field(default_factory=dict)
     classes: dict[str, ast.ClassDef] = field(default_factory=dict)
     calls: dict[str, list[ast.Call]] = field(default_factory=lambda: defaultdict(list))
-    assigns: dict[str, list[ast.stmt]] = field(default_factory=lambda: defaultdict(list))
+    assigns: dict[str, list[ast.Assign | ast.AnnAssign]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     scope_of: dict[ast.AST, str] = field(default_factory=dict)
     imports: list[ast.Import | ast.ImportFrom] = field(default_factory=list)
-    loops: list[ast.stmt] = field(default_factory=list)
+    loops: list[Loop] = field(default_factory=list)
     ifs: dict[str, list[ast.If]] = field(default_factory=lambda: defaultdict(list))
     environ: list[ast.AST] = field(default_factory=list)  # os.environ[...] and `"X" in os.environ`
     attrs: set[str] = field(default_factory=set)
@@ -80,11 +83,17 @@ def _is_environ(expr: ast.AST) -> bool:
     )
 
 
-def _enter_function(idx: Index, node: ast.AST, scope: str, prefix: str, cls: str | None) -> str:
-    key = prefix + node.name  # type: ignore[attr-defined]
-    idx.functions[key] = FunctionInfo(key, node, cls, scope)  # type: ignore[arg-type]
-    idx.bound.add(node.name)  # type: ignore[attr-defined]
-    args = node.args  # type: ignore[attr-defined]
+def _enter_function(
+    idx: Index,
+    node: ast.FunctionDef | ast.AsyncFunctionDef,
+    scope: str,
+    prefix: str,
+    cls: str | None,
+) -> str:
+    key = prefix + node.name
+    idx.functions[key] = FunctionInfo(key, node, cls, scope)
+    idx.bound.add(node.name)
+    args = node.args
     for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
         if a is not None:
             idx.bound.add(a.arg)
@@ -109,25 +118,27 @@ def _children(node: ast.AST) -> list[ast.AST]:
 
 
 def _record(idx: Index, child: ast.AST, scope: str) -> None:
+    # One type() lookup per node (the walk's hot path) instead of an isinstance per table;
+    # mypy does not narrow `child` through `kind`, hence the ignores below.
     kind = type(child)
     if kind is ast.Call:
-        idx.calls[scope].append(child)  # type: ignore[arg-type]
+        idx.calls[scope].append(child)  # type: ignore[arg-type]  # `kind` is its type
         idx.scope_of[child] = scope
     elif kind is ast.Attribute:
-        idx.attrs.add(child.attr)  # type: ignore[attr-defined]
+        idx.attrs.add(child.attr)  # type: ignore[attr-defined]  # `kind` is its type
     elif kind in (ast.Assign, ast.AnnAssign):
-        idx.assigns[scope].append(child)  # type: ignore[arg-type]
+        idx.assigns[scope].append(child)  # type: ignore[arg-type]  # `kind` is its type
         idx.scope_of[child] = scope
     elif kind is ast.If:
-        idx.ifs[scope].append(child)  # type: ignore[arg-type]
+        idx.ifs[scope].append(child)  # type: ignore[arg-type]  # `kind` is its type
         idx.scope_of[child] = scope
     elif kind in LOOPS:
-        idx.loops.append(child)  # type: ignore[arg-type]
+        idx.loops.append(child)  # type: ignore[arg-type]  # `kind` is its type
         idx.scope_of[child] = scope
     elif kind in (ast.Import, ast.ImportFrom):
-        idx.imports.append(child)  # type: ignore[arg-type]
-    elif (kind is ast.Subscript and _is_environ(child.value)) or (  # type: ignore[attr-defined]
-        kind is ast.Compare and any(_is_environ(c) for c in child.comparators)  # type: ignore[attr-defined]
+        idx.imports.append(child)  # type: ignore[arg-type]  # `kind` is its type
+    elif (kind is ast.Subscript and _is_environ(child.value)) or (  # type: ignore[attr-defined]  # `kind` is its type
+        kind is ast.Compare and any(_is_environ(c) for c in child.comparators)  # type: ignore[attr-defined]  # `kind` is its type
     ):
         idx.environ.append(child)
 

@@ -148,7 +148,7 @@ def follow(ctx: FileContext, expr: ast.AST, scope: str, depth: int = 0) -> Itera
 def assigned_values(ctx: FileContext, scope: str, name: str) -> Iterator[ast.AST]:
     for stmt in ctx.idx.assigns.get(scope, ()):
         targets = assign_targets(stmt)
-        value = stmt.value  # type: ignore[attr-defined]
+        value = stmt.value
         if value is not None and any(
             isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)
         ):

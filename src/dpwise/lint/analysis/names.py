@@ -207,7 +207,7 @@ def last_name(expr: ast.AST) -> str:
     return ""
 
 
-def str_value(expr: ast.AST) -> str | None:
+def str_value(expr: ast.AST | None) -> str | None:
     if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
         return expr.value
     return None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from dpwise.lint.analysis import names as N
@@ -160,7 +161,9 @@ class Project:
         modules and stopped there (what lies further was not read)."""
         return list(dict.fromkeys(self._stops.get(path, [])))
 
-    def _through_modules(self, importer: str, module: str, func: str, depth: int, ask) -> bool:  # type: ignore[no-untyped-def]
+    def _through_modules(
+        self, importer: str, module: str, func: str, depth: int, ask: Callable[..., bool]
+    ) -> bool:
         """`func` reaches a call of another project module's function for which ``ask``
         (`creates_group`, `silences_print`) says yes (`init_dist(launcher)` ->
         `_init_dist_pytorch()` imported from a third module). Bounded by CALL_DEPTH; a cycle of
@@ -193,7 +196,15 @@ class Project:
         self._deep[key] = func in public(ctx, Flow(ctx, makes))
         return self._deep[key]
 
-    def _names(self, table, find, importer: str, module: str, func: str, depth: int) -> bool:  # type: ignore[no-untyped-def]
+    def _names(
+        self,
+        table: dict[str, frozenset[str]],
+        find: Callable[[FileContext], frozenset[str]],
+        importer: str,
+        module: str,
+        func: str,
+        depth: int,
+    ) -> bool:
         """Is `func` among the names `find` picks out of the module (memoised in `table`),
         following a package's re-exports two levels deep?"""
         key = f"{os.path.dirname(importer)}|{module}"

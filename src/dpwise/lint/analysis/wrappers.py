@@ -43,8 +43,8 @@ class Wrappers:
             for stmt in stmts:
                 self._add(scope, stmt)
 
-    def _add(self, scope: str, stmt: ast.stmt) -> None:
-        value = stmt.value  # type: ignore[attr-defined]
+    def _add(self, scope: str, stmt: ast.Assign | ast.AnnAssign) -> None:
+        value = stmt.value
         if value is None:
             return
         targets = assign_targets(stmt)
@@ -87,8 +87,8 @@ class Wrappers:
             and expr.value.id in ("self", "cls")
             and expr.attr != "module"
         ):
-            key = (self.ctx.class_of(scope), expr.attr)
-            return self._first(self.attrs.get(key, ()), depth)
+            attr = (self.ctx.class_of(scope), expr.attr)
+            return self._first(self.attrs.get(attr, []), depth)
         return None
 
     def _either(self, expr: ast.IfExp, scope: str, at: tuple[int, int], depth: int) -> str | None:
@@ -117,7 +117,7 @@ class Wrappers:
                     return kind
         return None
 
-    def _first(self, entries, depth: int) -> str | None:  # type: ignore[no-untyped-def]
+    def _first(self, entries: list[Entry], depth: int) -> str | None:
         for at, scope, value in entries:
             kind = self.kind(value, scope, at, depth + 1)
             if kind:

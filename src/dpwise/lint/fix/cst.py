@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dpwise.lint.fix.edits import Text
 from dpwise.lint.model import Edit
@@ -19,10 +19,23 @@ if TYPE_CHECKING:
     import libcst as cst
 
 
-def _cst():  # type: ignore[no-untyped-def]
+def _cst() -> Any:
+    """LibCST, imported when a fix first needs it (a lint run without --fix never does)."""
     import libcst
 
     return libcst
+
+
+def _before(call: cst.Call, args: list[cst.Arg]) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace before the last of `args`: after the previous argument's comma (every
+    argument but the last has one), else after the call's opening bracket."""
+    if len(args) < 2:
+        return call.whitespace_before_args
+    from libcst import Comma
+
+    comma = args[-2].comma
+    assert isinstance(comma, Comma), "an argument followed by another has its comma"
+    return comma.whitespace_after
 
 
 def parse_call(segment: str) -> cst.Call | None:
@@ -77,10 +90,7 @@ def append(call: cst.Call, new: cst.Arg) -> cst.Call:
     if not isinstance(last.comma, lib.Comma):
         closing = last.whitespace_after_arg
         if isinstance(closing, lib.ParenthesizedWhitespace):  # `f(\n    a\n)`: a line of its own
-            before = (
-                args[-2].comma.whitespace_after if len(args) > 1 else call.whitespace_before_args
-            )
-            indent = _indent(lib, before, closing)
+            indent = _indent(lib, _before(call, args), closing)
             line = closing.with_changes(first_line=lib.TrailingWhitespace(), last_line=indent)
             args[-1] = last.with_changes(
                 comma=lib.Comma(whitespace_after=line),
@@ -98,8 +108,7 @@ def append(call: cst.Call, new: cst.Arg) -> cst.Call:
         return call.with_changes(args=[*args, new.with_changes(comma=last.comma)])
     # One argument per line with a trailing comma: the new argument gets a line of its own at the
     # arguments' indentation; a comment after the old last argument stays on that argument's line.
-    before = args[-2].comma.whitespace_after if len(args) > 1 else call.whitespace_before_args
-    indent = _indent(lib, before, after)
+    indent = _indent(lib, _before(call, args), after)
     args[-1] = last.with_changes(
         comma=last.comma.with_changes(whitespace_after=after.with_changes(last_line=indent))
     )
@@ -113,7 +122,9 @@ def append(call: cst.Call, new: cst.Arg) -> cst.Call:
     return call.with_changes(args=[*args, new])
 
 
-def _indent(lib, before, after):  # type: ignore[no-untyped-def]
+def _indent(
+    lib: Any, before: cst.BaseParenthesizableWhitespace, after: cst.ParenthesizedWhitespace
+) -> cst.SimpleWhitespace:
     """The arguments' indentation: the line break before the previous argument's."""
     return before.last_line if isinstance(before, lib.ParenthesizedWhitespace) else after.last_line
 
@@ -127,9 +138,9 @@ def without_arg(call: cst.Call, index: int) -> cst.Call:
     removed = args.pop(index)
     if index == len(args) and args:
         prev = args[-1]
-        mine = prev.comma.whitespace_after if isinstance(prev.comma, lib.Comma) else None
+        mine: Any = prev.comma.whitespace_after if isinstance(prev.comma, lib.Comma) else None
 
-        def keep_mine(space):  # type: ignore[no-untyped-def]
+        def keep_mine(space: Any) -> Any:
             both = isinstance(mine, lib.ParenthesizedWhitespace) and isinstance(
                 space, lib.ParenthesizedWhitespace
             )

@@ -44,12 +44,12 @@ class Text:
         return self.starts[line - 1] + col - 1
 
     def start(self, node: ast.AST) -> tuple[int, int]:
-        line = node.lineno  # type: ignore[attr-defined]
-        return line, column(self.lines[line - 1], node.col_offset)  # type: ignore[attr-defined]
+        line = node.lineno  # type: ignore[attr-defined]  # a node edited has a position (ast.AST's stub declares none)
+        return line, column(self.lines[line - 1], node.col_offset)  # type: ignore[attr-defined]  # as above
 
     def end(self, node: ast.AST) -> tuple[int, int]:
-        line = node.end_lineno  # type: ignore[attr-defined]
-        return line, column(self.lines[line - 1], node.end_col_offset)  # type: ignore[attr-defined]
+        line = node.end_lineno  # type: ignore[attr-defined]  # as above
+        return line, column(self.lines[line - 1], node.end_col_offset)  # type: ignore[attr-defined]  # as above
 
     def segment(self, node: ast.AST) -> str:
         return self.source[self.offset(*self.start(node)) : self.offset(*self.end(node))]

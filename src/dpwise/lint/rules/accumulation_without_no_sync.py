@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from dpwise.lint.analysis import names as N
 from dpwise.lint.analysis.context import FileContext
-from dpwise.lint.analysis.index import FUNCTIONS, LOOPS
+from dpwise.lint.analysis.index import FUNCTIONS, LOOPS, Loop
 from dpwise.lint.analysis.loaders import assigned_values
 from dpwise.lint.model import Hit, Rule
 
@@ -161,8 +161,8 @@ def _gated_step(ctx: FileContext, where: ast.AST, scope: str, level: dict) -> as
     return eager[0] if eager and gated and len(gated) == len(level["step"]) else None
 
 
-def _accumulates(ctx: FileContext, loop: ast.stmt) -> Iterator[Hit]:
-    level = _level(loop.body)  # type: ignore[attr-defined]
+def _accumulates(ctx: FileContext, loop: Loop) -> Iterator[Hit]:
+    level = _level(loop.body)
     backward = _gated_step(ctx, loop, ctx.scope(loop), level)
     if backward is None:  # `if ACCUMULATION_STEPS > 1: <accumulates> else: <steps every pass>`
         backward, branch = _gated_branch(ctx, loop)
@@ -174,7 +174,7 @@ def _accumulates(ctx: FileContext, loop: ast.stmt) -> Iterator[Hit]:
     if not level["step"] or any(conds for _, conds in level["step"]):
         return
     for inner in level["inner"]:
-        micro = _level(inner.body)  # type: ignore[attr-defined]
+        micro = _level(inner.body)
         backward_calls = [b for b, conds in micro["backward"] if not conds]
         if backward_calls and not micro["step"]:
             step = level["step"][0][0]
@@ -184,10 +184,10 @@ def _accumulates(ctx: FileContext, loop: ast.stmt) -> Iterator[Hit]:
             )
 
 
-def _gated_branch(ctx: FileContext, loop: ast.stmt) -> tuple[ast.Call | None, dict]:
+def _gated_branch(ctx: FileContext, loop: Loop) -> tuple[ast.Call | None, dict]:
     """A branch of an `if` in the loop that accumulates on its own (its backward every pass, its
     steps only under an accumulation test), whatever the other branch does."""
-    for stmt in loop.body:  # type: ignore[attr-defined]
+    for stmt in loop.body:
         if not isinstance(stmt, ast.If):
             continue
         for branch in (stmt.body, stmt.orelse):

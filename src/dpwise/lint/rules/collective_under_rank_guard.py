@@ -158,9 +158,9 @@ def _rank0_only(
     if scope == MODULE or scope in seen or ctx.spawned.get(scope):
         return False
     sites = ctx.callers.get(scope)
-    return bool(sites) and all(
-        _rank0_only(ctx, guards, caller, call, seen | {scope}) for caller, call in sites
-    )
+    if not sites:
+        return False
+    return all(_rank0_only(ctx, guards, caller, call, seen | {scope}) for caller, call in sites)
 
 
 def _expected_to_fail(ctx: FileContext, call: ast.Call) -> bool:

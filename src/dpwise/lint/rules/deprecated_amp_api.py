@@ -5,11 +5,15 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from dpwise.lint.analysis import names as N
 from dpwise.lint.analysis.context import FileContext
 from dpwise.lint.fix import cst
 from dpwise.lint.model import SAFE, UNSAFE, Edit, Fix, Hit, Rule
+
+if TYPE_CHECKING:
+    import libcst
 
 DOCS = """\
 ## What it does
@@ -91,14 +95,14 @@ def _uses_torch_amp(ctx: FileContext, body: list[ast.stmt]) -> bool:
     )
 
 
-def _fallback(ctx: FileContext, call: ast.Call) -> bool:
+def _fallback(ctx: FileContext, call: ast.AST) -> bool:
     """Inside the `except` of a `try` that already uses `torch.amp`: the old API is the fallback
     for a PyTorch without it."""
     handler = None
     for parent in ctx.ancestors(call):
         if isinstance(parent, ast.ExceptHandler):
             handler = parent
-        elif handler in getattr(parent, "handlers", ()) and _uses_torch_amp(ctx, parent.body):  # type: ignore[attr-defined]
+        elif handler in getattr(parent, "handlers", ()) and _uses_torch_amp(ctx, parent.body):  # type: ignore[attr-defined]  # a node with handlers is a try (Try, TryStar from 3.11): it has a body
             return True
     return False
 
@@ -109,7 +113,7 @@ def check(ctx: FileContext) -> Iterator[Hit]:
             continue
         if isinstance(call.func, ast.Name) and call.func.id in ctx.value_aliases:
             continue  # a call through `autocast = torch.cuda.amp.autocast`: reported there
-        yield _hit(call, ctx.qual(call.func))  # type: ignore[arg-type]
+        yield _hit(call, ctx.qual(call.func))  # type: ignore[arg-type]  # calls_to found it by its qualified name
     for info in ctx.idx.functions.values():
         for decorator in info.node.decorator_list:
             q = ctx.qual(decorator)
@@ -151,7 +155,7 @@ def _passed_as_values(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
             and (ctx.qual(parent.func) or N.last_name(parent.func)) in _PARTIAL
         )
         if (bound or partial) and not _fallback(ctx, node):
-            yield node, q  # type: ignore[misc]
+            yield node, q
 
 
 def _froms(ctx: FileContext) -> list[ast.ImportFrom]:
@@ -167,7 +171,7 @@ def _parts(q: str) -> tuple[str, str]:
     return q.split(".")[1], q.rsplit(".", 1)[1]
 
 
-def _arguments(call, device: str, kind: str):  # type: ignore[no-untyped-def]
+def _arguments(call: libcst.Call, device: str, kind: str) -> libcst.Call | None:
     """The old call's arguments in the new entry point's terms."""
     if kind == "autocast":
         named = cst.positional_as_keywords(call, _AUTOCAST_PARAMS)
@@ -177,12 +181,14 @@ def _arguments(call, device: str, kind: str):  # type: ignore[no-untyped-def]
     return cst.with_keyword(call, "device_type", f'"{device}"')  # custom_fwd / custom_bwd
 
 
-def _use_edit(ctx: FileContext, node: ast.AST, device: str, kind: str, func: str | None):
+def _use_edit(
+    ctx: FileContext, node: ast.AST, device: str, kind: str, func: str | None
+) -> Edit | None:
     """A call or decorator rewritten; `func` replaces the callee's name when given."""
     if not isinstance(node, ast.Call):  # a bare decorator: `@custom_fwd`
         return ctx.text.replace(node, f'{func or ctx.text.segment(node)}(device_type="{device}")')
 
-    def rewrite(call):  # type: ignore[no-untyped-def]
+    def rewrite(call: libcst.Call) -> libcst.Call | None:
         new = _arguments(call, device, kind)
         return cst.with_func(new, func) if new is not None and func else new
 
@@ -227,7 +233,7 @@ def _from_import_edits(ctx: FileContext, func: ast.AST) -> tuple[Edit, ...] | No
     group = _binding(ctx, {func.id})
     if group is None:
         return None
-    devices = {i.module.split(".")[1] for i in group}  # type: ignore[union-attr]
+    devices = {i.module.split(".")[1] for i in group}  # type: ignore[union-attr]  # _binding keeps `from torch.*.amp import` lines only
     local = {a.asname or a.name: a.name for i in group for a in i.names}
     if len(devices) != 1 or any(name not in _KINDS for name in local.values()):
         return None
@@ -238,7 +244,7 @@ def _from_import_edits(ctx: FileContext, func: ast.AST) -> tuple[Edit, ...] | No
     for use in _uses(ctx, set(local)):
         if use is None:
             return None
-        name = use.func.id if isinstance(use, ast.Call) else use.id  # type: ignore[attr-defined]
+        name = use.func.id if isinstance(use, ast.Call) else use.id  # type: ignore[attr-defined]  # a use is a call of the Name found, or that Name (_uses)
         edit = _use_edit(ctx, use, device, local[name], None)
         if edit is None:
             return None

@@ -96,7 +96,7 @@ def _constant(ctx: FileContext, expr: ast.AST, scope: str = MODULE) -> bool:
         return default is not None and _constant(ctx, default)
     if isinstance(expr, ast.Name) and expr.id.isupper():
         values = [
-            s.value  # type: ignore[attr-defined]
+            s.value
             for s in ctx.idx.assigns.get(MODULE, ())
             if isinstance(s, ast.Assign)
             and any(isinstance(t, ast.Name) and t.id == expr.id for t in s.targets)
@@ -265,7 +265,7 @@ def fix(ctx: FileContext, hit: Hit) -> Fix | None:
         return _setdefault(ctx, hit.node)
     literal = _literal(ctx, hit.node, hit.data)
     match = _PLAIN.match(ctx.text.segment(literal)) if literal is not None else None
-    if match is None:
+    if literal is None or match is None:
         return None
     os_name, import_edit = _os(ctx)
     if os_name is None:

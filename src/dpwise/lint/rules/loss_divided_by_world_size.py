@@ -96,10 +96,10 @@ def _last_write(
     """The value of the last `name = ...` (or the `name /= ...` statement) before `before`."""
     found: list[tuple[tuple[int, int], ast.AST]] = []
     for stmt in ctx.idx.assigns.get(scope, ()):
-        targets = getattr(stmt, "targets", [getattr(stmt, "target", None)])
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         if any(isinstance(t, ast.Name) and t.id == name for t in targets) and stmt.value:
-            found.append((pos(stmt), stmt.value))  # type: ignore[attr-defined]
-    found += [(pos(a), a) for a in augs if a.target.id == name]  # type: ignore[attr-defined]
+            found.append((pos(stmt), stmt.value))
+    found += [(pos(a), a) for a in augs if isinstance(a.target, ast.Name) and a.target.id == name]
     earlier = sorted((f for f in found if f[0] < before), key=lambda f: f[0])
     return earlier[-1][1] if earlier else None
 
@@ -113,7 +113,7 @@ def _reduced(ctx: FileContext, scope: str, name: str) -> bool:
 
 
 def _hit(ctx: FileContext, backward: ast.Call, augs: dict[str, list]) -> ast.AST | None:
-    loss = backward.func.value  # type: ignore[attr-defined]
+    loss = backward.func.value  # type: ignore[attr-defined]  # `loss.backward()`: a method call (check's)
     if isinstance(loss, ast.Call) and N.last_name(loss.func) == "scale" and loss.args:
         loss = loss.args[0]
     if not isinstance(loss, ast.Name):

@@ -172,7 +172,7 @@ def fix(ctx: FileContext, hit: Hit) -> Fix | None:
     if hit.data == "launcher":
         return None  # the group lives in the launched workers, not after `launch(...)` returns
     dist = _dist(ctx)
-    found = _block(ctx, hit.node) if dist else None  # type: ignore[arg-type]
+    found = _block(ctx, hit.node) if dist else None  # type: ignore[arg-type]  # a hit but a launcher's is the group's init call
     if found is None:
         return None
     block, surely = found

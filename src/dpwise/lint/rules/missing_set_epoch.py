@@ -225,16 +225,16 @@ def _plan(ctx: FileContext, call: ast.Call) -> tuple[ast.For, str] | None:
     loop = _loop_after(ctx, call, holder) if holder else None
     if loop is None or loop.body[0].lineno == loop.lineno:
         return None
-    return loop, f"{holder}.set_epoch({loop.target.id})"  # type: ignore[attr-defined]
+    return loop, f"{holder}.set_epoch({loop.target.id})"  # type: ignore[attr-defined]  # _loop_after's loops have an epoch Name
 
 
 def fix(ctx: FileContext, hit: Hit) -> Fix | None:
     """One fix per epoch loop, setting the epoch of every reported sampler it serves (the rule
     goes quiet after the first `set_epoch`, so one at a time would leave the others out)."""
-    mine = _plan(ctx, hit.node) if hit.data != "factory" else None  # type: ignore[arg-type]
+    mine = _plan(ctx, hit.node) if hit.data != "factory" else None  # type: ignore[arg-type]  # a hit but a factory's is the loader's call
     if mine is None:
         return None
-    plans = [_plan(ctx, h.node) for h in check(ctx) if h.data != "factory"]  # type: ignore[arg-type]
+    plans = [_plan(ctx, h.node) for h in check(ctx) if h.data != "factory"]  # type: ignore[arg-type]  # as above
     lines = list(dict.fromkeys(p[1] for p in plans if p is not None and p[0] is mine[0]))
     edit = ctx.text.insert_before(mine[0].body[0], lines)
     message = f"Call {', '.join(f'`{line}`' for line in lines)} at the start of each epoch"

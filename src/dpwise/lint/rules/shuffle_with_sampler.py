@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from dpwise.lint.analysis import names as N
+
+if TYPE_CHECKING:
+    import libcst
 from dpwise.lint.analysis.context import FileContext
 from dpwise.lint.analysis.loaders import given, keyword
 from dpwise.lint.fix import cst
@@ -72,7 +76,7 @@ def fix(ctx: FileContext, hit: Hit) -> Fix | None:
     if not isinstance(hit.node, ast.keyword):  # `DataLoader(data, 64, True, sampler)`
         return Fix(SAFE, "Pass `shuffle=False`", (ctx.text.replace(hit.node, "False"),))
 
-    def drop(call):  # type: ignore[no-untyped-def]
+    def drop(call: libcst.Call) -> libcst.Call | None:
         index = cst.keyword_index(call, "shuffle")
         return cst.without_arg(call, index) if index is not None else None
 

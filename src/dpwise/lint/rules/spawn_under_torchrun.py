@@ -121,7 +121,7 @@ def _evidence(ctx: FileContext) -> str | None:
     unconditional read of `RANK` / `WORLD_SIZE`, or a mention of torchrun."""
     for key, node in env_reads(ctx):
         if key in _LAUNCHER_ONLY or not _conditional_read(ctx, node):
-            return f"reads torchrun's `{key}` (line {node.lineno})"  # type: ignore[attr-defined]
+            return f"reads torchrun's `{key}` (line {node.lineno})"  # type: ignore[attr-defined]  # a read is an expression: it has a position
     match = _MENTION.search(ctx.source)
     if match is None:
         return None

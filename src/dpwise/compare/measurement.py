@@ -61,8 +61,8 @@ class Repeats:
         )
         start = load.Mark.now()
         trained = loop.run()
-        spans = self.strategy.all_gather_object(load.Span.since(start))  # every process's CPU
-        share = load.others_share(spans)
+        gathered = self.strategy.all_gather_object(load.Span.since(start))  # every process's CPU
+        share = load.others_share([span for span in gathered if isinstance(span, load.Span)])
         if share is not None:
             self.others.append(share)
         timed = timed_epochs(trained.result.epochs)

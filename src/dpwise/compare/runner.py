@@ -75,7 +75,7 @@ class RunProcesses:
         for proc in alive:
             proc.terminate()
             with contextlib.suppress(OSError):  # a stopped process acts on SIGTERM only once
-                os.kill(proc.pid, signal.SIGCONT)  # continued
+                os.kill(proc.pid, signal.SIGCONT)  # type: ignore[arg-type]  # alive: started
         deadline = time.monotonic() + STOP_GRACE_S
         for proc in alive:
             proc.join(max(0.0, deadline - time.monotonic()))

@@ -113,7 +113,7 @@ class TurnClient:
         """Record the first failure of this run for the parent (later ones add nothing)."""
         usage = isinstance(exc, DpwiseError)
         worker = isinstance(exc, WorkerFailed)  # a launched worker's own error, or a hung one
-        details = exc.details if worker else traceback.format_exc()
+        details = exc.details if isinstance(exc, WorkerFailed) else traceback.format_exc()
         self._record(
             {
                 "usage": usage,

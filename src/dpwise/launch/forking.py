@@ -65,7 +65,9 @@ def start_method() -> str:
     return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
 
-def context(*modules: str) -> multiprocessing.context.BaseContext:
+def context(
+    *modules: str,
+) -> multiprocessing.context.SpawnContext | multiprocessing.context.ForkServerContext:
     """multiprocessing's context for dpwise's processes; ``modules`` join the server's imports
     when it has not started yet."""
     if start_method() == "spawn":

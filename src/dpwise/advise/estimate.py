@@ -12,6 +12,7 @@ are summed per sample.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ class ModelFacts:
     prefetched_unit_bytes: int = 0  # the unit gathered ahead of it (the one before it in forward)
 
 
-def _bytes(params) -> int:  # type: ignore[no-untyped-def]
+def _bytes(params: Iterable[nn.Parameter]) -> int:
     return sum(p.numel() * p.element_size() for p in params)
 
 
@@ -99,10 +100,15 @@ def amp_cast_bytes(param_count: int, precision: str) -> int:
     return 2 * param_count if precision in ("bf16", "fp16") else 0
 
 
-def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
-    """cfg: precision, optimizer, momentum, seed. Never allocates a large model's memory."""
-    with torch.device("meta"):
-        meta_model = workload.build_model()
+def model_facts(
+    workload: Workload, cfg: dict[str, Any], meta_model: nn.Module | None = None
+) -> ModelFacts:
+    """cfg: precision, optimizer, momentum, seed. Never allocates a large model's memory.
+    ``meta_model``: the workload's model on the meta device, where the command built it already
+    (dpwise.train.inspection); built here if not."""
+    if meta_model is None:
+        with torch.device("meta"):
+            meta_model = workload.build_model()
     count, total, trainable, units = _states(meta_model)
     states = total + trainable + optimizer_bytes(trainable, cfg["optimizer"], cfg["momentum"])
     states += amp_cast_bytes(count, cfg["precision"])

@@ -6,7 +6,7 @@ import re
 import warnings
 from dataclasses import MISSING, Field, fields
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import torch
 
@@ -105,7 +105,8 @@ def _default(name: str) -> Any:
     from dpwise.train.config import TrainConfig
 
     f: Field[Any] = next(f for f in fields(TrainConfig) if f.name == name)
-    return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]  # a default_factory where no default
+    factory = f.default_factory
+    return factory() if f.default is MISSING and callable(factory) else f.default
 
 
 def _differences(saved: dict[str, Any], expected: dict[str, Any], label: str) -> list[str]:
@@ -162,7 +163,7 @@ def load(
             f"{label}: the checkpoint was written with other settings "
             f"({'; '.join(diffs)}); resume with the original ones"
         )
-    return state
+    return cast(Checkpoint, state)
 
 
 def _read(path: Path, label: str, header_only: bool) -> Any:

@@ -35,9 +35,11 @@ from dpwise.workload.spec import Workload
 
 def make_optimizer(
     name: str, params: Any, lr: float, momentum: float, wd: float, shard: bool = False
-):
+) -> torch.optim.Optimizer:
     """The optimizer; ``shard``: ZeRO-1, each process keeps the state of its share of the
     parameters (torch's ZeroRedundancyOptimizer: the same updates, then a broadcast)."""
+    kind: type[torch.optim.Optimizer]
+    kwargs: dict[str, Any]
     if name == "adamw":
         kind, kwargs = torch.optim.AdamW, {"lr": lr, "weight_decay": wd}
     else:

@@ -16,7 +16,7 @@ def epoch_line(report: EpochReport) -> str:
     )
 
 
-def node_line(endpoint: str, net: Any) -> str:
+def node_line(endpoint: str | None, net: Any) -> str:
     """How this node joins a multi-node job: its address, interface and the store's place."""
     where = net.address or "an address the routing table did not give"
     via = f" on {net.interface}" if net.interface else ""

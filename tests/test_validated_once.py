@@ -128,3 +128,55 @@ def test_compare_builds_its_matrix_and_resolves_its_workload_once(tmp_path, user
     code = main(["compare", "--quiet", *TINY_ARGS, *args, "--out", str(tmp_path / "c")])
     assert code in (0, 1) and (tmp_path / "c" / "results.json").is_file()
     assert len(built) == 1 and len(resolved) == 1
+
+
+def _meta_builds(monkeypatch):
+    """Every build of the workload's model, by the device it was built on."""
+    devices, real = [], workload_module.Workload.build_model
+
+    def counted(self):
+        devices.append(torch.get_default_device().type)
+        return real(self)
+
+    monkeypatch.setattr(workload_module.Workload, "build_model", counted)
+    return devices
+
+
+def test_train_builds_the_meta_model_once_for_every_check(saved, monkeypatch):
+    """The strategy, the optimizer and --resume's checkpoint are checked on one meta-device
+    model (dpwise.train.inspection), and the run builds its own once."""
+    from dpwise.train import inspection
+
+    builders = _count(monkeypatch, inspection, "meta_model")
+    built = _meta_builds(monkeypatch)
+    args = ["train", "--quiet", *TINY_ARGS, "--epochs", "2", "--out", str(saved.parent)]
+    assert main([*args, "--resume"]) == 0
+    assert len(builders) == 1
+    assert sorted(built) == ["cpu", "meta"]  # the checks' model, then the run's
+
+
+def test_train_dry_run_builds_no_model(tmp_path, userpkg, monkeypatch):
+    built = _meta_builds(monkeypatch)
+    assert main(["train", *TINY_ARGS, "--strategy", "ddp", "--nproc", "2", "--dry-run"]) == 0
+    assert built == []
+
+
+def test_compare_checks_and_analysis_share_one_model_and_one_probe(tmp_path, userpkg, monkeypatch):
+    """compare's checks of every strategy and its analysis read one meta-device model and one
+    probe: the command's Inspection, made once."""
+    import dpwise.diagnosis
+    from dpwise.compare.matrix import build_matrix
+    from dpwise.compare.session import check_runs
+    from dpwise.compare.settings import CompareConfig
+    from dpwise.infra.hardware import Hardware
+    from dpwise.train import inspection
+    from dpwise.workload.spec import workload_for
+
+    builders = _count(monkeypatch, inspection, "meta_model")
+    probes = _count(monkeypatch, dpwise.diagnosis, "probe_workload")
+    cfg = CompareConfig(**TINY, out=tmp_path)
+    seen = inspection.Inspection(workload_for(cfg).validate(), cfg.seed)
+    check_runs(build_matrix(cfg, Hardware.detect()), seen, cfg.optimizer)
+    assert seen.structure is seen.meta  # what the analysis reads (compare.analysis.assemble)
+    assert seen.probe.skipped is None
+    assert (len(builders), len(probes)) == (1, 1)

@@ -101,7 +101,7 @@ def _model_facts(req: AdviseRequest, facts: dict, results: dict | None):
         "momentum": req.momentum,
         "seed": req.seed,
     }
-    return model_facts(workload, cfg), workload, meta
+    return model_facts(workload, cfg, meta), workload, meta
 
 
 def model_checks(

@@ -100,10 +100,15 @@ def amp_cast_bytes(param_count: int, precision: str) -> int:
     return 2 * param_count if precision in ("bf16", "fp16") else 0
 
 
-def model_facts(workload: Workload, cfg: dict[str, Any]) -> ModelFacts:
-    """cfg: precision, optimizer, momentum, seed. Never allocates a large model's memory."""
-    with torch.device("meta"):
-        meta_model = workload.build_model()
+def model_facts(
+    workload: Workload, cfg: dict[str, Any], meta_model: nn.Module | None = None
+) -> ModelFacts:
+    """cfg: precision, optimizer, momentum, seed. Never allocates a large model's memory.
+    ``meta_model``: the workload's model on the meta device, where the command built it already
+    (dpwise.train.inspection); built here if not."""
+    if meta_model is None:
+        with torch.device("meta"):
+            meta_model = workload.build_model()
     count, total, trainable, units = _states(meta_model)
     states = total + trainable + optimizer_bytes(trainable, cfg["optimizer"], cfg["momentum"])
     states += amp_cast_bytes(count, cfg["precision"])

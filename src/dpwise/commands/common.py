@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dpwise.infra.settings import add_settings, given
 from dpwise.workload.settings import WORKLOAD_SETTINGS, WorkloadSettings
+
+if TYPE_CHECKING:
+    from dpwise.launch.cluster.topology import Topology
 
 
 def add_workload_args(p: argparse.ArgumentParser, cls: type = WorkloadSettings) -> None:
@@ -18,7 +21,7 @@ def add_workload_args(p: argparse.ArgumentParser, cls: type = WorkloadSettings) 
     add_settings(p.add_argument_group("workload"), cls, WORKLOAD_SETTINGS)
 
 
-def topology_for(args: argparse.Namespace, launches: bool = True) -> Any:
+def topology_for(args: argparse.Namespace, launches: bool = True) -> Topology:
     """Where this command runs (launch.cluster): the launch flags the command line gave, and the
     scheduler's variables for the rest. A bad variable, a double launch or (``launches``: the
     command hands the rendezvous to torch) a host that does not resolve, or a one-node job's

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import UserString
 
 from dpwise.commands.common import add_workload_args, command_line, topology_for
@@ -21,7 +20,7 @@ class _Description(UserString):
         pass
 
     @property
-    def data(self) -> str:
+    def data(self) -> str:  # type: ignore[override]  # computed when --help shows it, not before
         from dpwise.compare.checks import CHECKS
 
         names = ", ".join(c.name for c in CHECKS)
@@ -90,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
 
     # compare runs on one node, every run its own processes: no rendezvous of the scheduler's
     topology = topology_for(args, launches=False)
-    lines = one_node(topology, command_line(args))
+    argv = command_line(args)  # the words after `dpwise`, as the results record them
+    lines = one_node(topology, argv)
     if args.dry_run:
         print("\n".join(lines))
         return 0
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from dpwise.compare.session import run_compare
 
-        return run_compare(compare_config(args), " ".join(["dpwise", *sys.argv[1:]]))
+        return run_compare(compare_config(args), " ".join(["dpwise", *argv]))
     except KeyboardInterrupt:
         stop_now()
         raise

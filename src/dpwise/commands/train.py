@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from dpwise import strategies
 from dpwise.commands.common import add_workload_args, command_line, topology_for
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import add_settings, from_args
 from dpwise.launch import forking
-from dpwise.launch.cluster.topology import LAUNCH_FLAGS, adopt
+from dpwise.launch.cluster.topology import LAUNCH_FLAGS, Topology, adopt
 from dpwise.launch.settings import PROCESSES
 from dpwise.train.config import STRATEGY_OPTIONS, WORKER_MODULE, TrainConfig
 
@@ -84,17 +85,32 @@ def train_config(args: argparse.Namespace, **resolved: object) -> TrainConfig:
     return from_args(TrainConfig, args, resume=args.out / "checkpoint.pt", **resolved)
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class TrainCommand:
+    """`dpwise train`'s command line, read once: its settings, where it runs, its words."""
+
+    config: TrainConfig
+    topology: Topology
+    argv: list[str]  # after `dpwise`, for --dry-run's command
+
+
+def read(args: argparse.Namespace) -> TrainCommand:
+    """The arguments, read here only: the topology (the launch flags given, then the
+    scheduler's variables) and the settings, which it fills for a multi-process strategy."""
     topology = topology_for(args)
-    multiprocess = strategies.multiprocess(args.strategy)
-    if multiprocess and topology.mode != "worker" and not args.dry_run:
+    resolved = topology.settings() if strategies.multiprocess(args.strategy) else {}
+    return TrainCommand(train_config(args, **resolved), topology, command_line(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    command = read(args)
+    cfg, topology = command.config, command.topology
+    if strategies.multiprocess(cfg.strategy) and topology.mode != "worker" and not cfg.dry_run:
         forking.ensure_running(WORKER_MODULE)  # the workers' imports overlap the ones below
     from dpwise.train.session import dry_run, run_train
 
-    resolved = topology.settings() if multiprocess else {}
-    cfg = train_config(args, **resolved)
     if cfg.dry_run:
-        print("\n".join(dry_run(cfg, topology, command_line(args))))
+        print("\n".join(dry_run(cfg, topology, command.argv)))
         return 0
     adopt(topology)  # a process the scheduler started per device becomes its worker
     run_train(cfg, topology)

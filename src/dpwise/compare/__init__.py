@@ -1,5 +1,5 @@
 """Owns: `dpwise compare`: the run matrix, the run processes and their turns, measurement, the
-checks (checks/), the verdict and claims, results assembly and publishing.
+checks (checks/), the verdict and claims, the analysis (the runs to results.json) and publishing.
 May import: report, link, projection, train, results, strategies, launch, workload, measure,
 diagnosis, infra, errors
 Imported by: commands, tune

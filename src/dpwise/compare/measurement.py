@@ -19,6 +19,7 @@ from dpwise.strategies.traits import VISIBLE
 from dpwise.train.checkpoint import atomic_torch_save
 from dpwise.train.engine import Loop
 from dpwise.train.plan import RunPlan
+from dpwise.train.result import EpochRecord
 from dpwise.workload.data import BatchSource, epoch_permutation
 from dpwise.workload.spec import Workload
 
@@ -27,7 +28,7 @@ COLLECT_ABOVE_BYTES = 16 * 2**20
 EXPOSED_PAIRS = 8  # synced / unsynced step pairs (fewer when --profile-steps is small)
 
 
-def timed_epochs(epochs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def timed_epochs(epochs: list[EpochRecord]) -> list[EpochRecord]:
     """The epochs a repeat is timed on: all but the first (a warm-up) when there are several."""
     return epochs[1:] if len(epochs) > 1 else epochs
 

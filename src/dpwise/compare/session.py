@@ -6,16 +6,14 @@ import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from dpwise.compare import publish
+from dpwise.compare.analysis import assemble
 from dpwise.compare.matrix import RunSpec, build_matrix
-from dpwise.compare.results import assemble
 from dpwise.compare.runner import run_all
 from dpwise.compare.settings import CompareConfig
-from dpwise.diagnosis import group, probe_workload
 from dpwise.errors import DpwiseError
 from dpwise.infra import outowner
 from dpwise.infra.hardware import Hardware
@@ -30,6 +28,7 @@ from dpwise.report.terminal import (
 )
 from dpwise.results.document import Results
 from dpwise.train import outputs, preflight
+from dpwise.train.inspection import Inspection
 from dpwise.workload.spec import workload_for
 
 
@@ -38,17 +37,16 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     started = time.perf_counter()
     hw = Hardware.detect()
     specs = build_matrix(cfg, hw)  # bad sizes fail here, before anything runs or is written
-    workload = workload_for(cfg).validate()
-    probe = probe_workload(workload, cfg.seed)  # random layers, unused parameters
-    check_runs(specs, workload, cfg.optimizer, group(probe.unused.sometimes))
-    if probe.unused:
+    seen = Inspection(workload_for(cfg).validate(), cfg.seed)  # the model, built once
+    check_runs(specs, seen, cfg.optimizer)
+    if seen.probe.unused:  # random layers, unused parameters
         cfg = replace(cfg, find_unused_parameters=True)  # DDP stops without it
     outputs.check_writable(cfg.out)
     outowner.check(cfg.out, outowner.COMPARE)  # tune's or train's results are not replaced
     created = first_missing(cfg.out)
     try:
         with locked(cfg.out):  # one compare (or train) writes an --out at a time
-            results, html = _measure_and_report(cfg, hw, specs, workload, probe, command, started)
+            results, html = _measure_and_report(cfg, hw, specs, seen, command, started)
     except BaseException:
         # a user mistake found by a run, a crash, Ctrl-C: no half-written report folder, but what
         # was measured (the runs swapped into --out) is never removed by this failure
@@ -60,18 +58,17 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     return 1 if any(c.status == "fail" for c in results.checks) else 0
 
 
-def check_runs(specs: list[RunSpec], workload: Any, optimizer: str, varying: str = "") -> None:
-    """Every strategy of the matrix can run the model (preflight.check_model), or the comparison
-    is refused in one line before anything runs, naming the strategies that can."""
+def check_runs(specs: list[RunSpec], seen: Inspection, optimizer: str) -> None:
+    """Every strategy of the matrix can run the model (preflight.check_fit, on the one
+    meta-device model, with the layers the probe found used in some steps only), or the
+    comparison is refused in one line before anything runs, naming the strategies that can."""
     refused = {}
-    model = preflight.meta_model(workload)  # built once, asked of every strategy
+    varying = seen.varying
     for spec in specs:
         if spec.strategy in refused:
             continue
         try:
-            preflight.check_model(
-                workload, spec.strategy, spec.device_type, optimizer, varying, model
-            )
+            preflight.check_fit(seen.meta, spec.strategy, spec.device_type, optimizer, varying)
         except DpwiseError as exc:
             refused[spec.strategy] = str(exc)
     if refused:
@@ -81,7 +78,12 @@ def check_runs(specs: list[RunSpec], workload: Any, optimizer: str, varying: str
 
 
 def _measure_and_report(
-    cfg, hw, specs, workload, probe, command: str, started: float
+    cfg: CompareConfig,
+    hw: Hardware,
+    specs: list[RunSpec],
+    seen: Inspection,
+    command: str,
+    started: float,
 ) -> tuple[Results, Path]:
     err = Console(stderr=True)
     units = len(specs) * (cfg.repeats + 1)
@@ -93,7 +95,7 @@ def _measure_and_report(
         with CompareProgress(units, err, enabled=shown) as progress:
             runs = run_all(staged, specs, progress.on_event)
         measured = time.perf_counter()
-        results = assemble(staged, hw, runs, command, probe, workload)
+        results = assemble(staged, hw, runs, command, seen)
         publish.swap_in(stage, cfg.out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
@@ -104,7 +106,7 @@ def _measure_and_report(
         timing = {
             "wall_seconds": time.perf_counter() - started,
             "runs_seconds": measured - started,
-            "training_seconds": sum(r.training_seconds for r in runs),
+            "training_seconds": sum(r.training_seconds or 0.0 for r in runs),
             "report_seconds": time.perf_counter() - measured,
         }
         results = replace(results, timing=timing)
@@ -114,12 +116,12 @@ def _measure_and_report(
     return results, written["html"]
 
 
-def _print_summary(results: Results, html, cfg: CompareConfig) -> None:
+def _print_summary(results: Results, html: Path, cfg: CompareConfig) -> None:
     out = Console()
     out.print(summary_table(results))
     out.print(checks_table(results))
     for line in verdict_lines(results):
         out.print(line)
-    if (line := projection_line(results)) is not None:
-        out.print(line)
+    if (projected := projection_line(results)) is not None:
+        out.print(projected)
     out.print(f"report: {html}  (also {cfg.out / 'report.md'}, {cfg.out / 'results.json'})")

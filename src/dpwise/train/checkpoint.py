@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, Field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import torch
 
 from dpwise.errors import DpwiseError
 from dpwise.infra.atomic import atomic_file
+from dpwise.train.result import EpochRecord
 
 FORMAT = "dpwise-checkpoint"
 VERSION = 1
@@ -47,6 +48,43 @@ RECORDED_FROM_THE_START = ("model", "model_args", "data", "data_args", "batch_si
                            "weight_decay")  # fmt: skip
 
 
+class Position(TypedDict):
+    """Where the run stands: the epoch under way (0-based), the steps done in it and in all."""
+
+    epoch: int
+    step_in_epoch: int
+    global_steps: int
+
+
+class PartialEpoch(TypedDict):
+    """The epoch under way: its steps' losses so far and the seconds they took."""
+
+    losses: list[float]
+    seconds: float
+
+
+class _Parts(TypedDict):
+    fingerprint: dict[str, Any]  # the settings that fix the trajectory (FINGERPRINT_KEYS)
+    model: dict[str, torch.Tensor]  # the whole, unwrapped model's state dict
+    optimizer: dict[str, Any]
+    scaler: dict[str, Any]  # the gradient scaler's (fp16), else empty
+    rng: list[dict[str, torch.Tensor]]  # every rank's generators: "cpu", and "cuda" on a GPU
+    position: Position
+    losses: list[float]  # of the finished epochs
+    epochs: list[EpochRecord]  # the finished epochs
+
+
+class Checkpoint(_Parts, total=False):
+    """What checkpoint.pt holds (save writes it, load checks it). An older file may lack
+    ``hook`` (before PowerSGD's state) and ``partial_epoch`` (before mid-epoch resumes)."""
+
+    format: str  # FORMAT
+    version: int  # VERSION
+    run_id: str | None  # the launch that wrote it
+    hook: list[dict[str, Any]] | None  # every rank's communication hook state (PowerSGD's)
+    partial_epoch: PartialEpoch
+
+
 def _fingerprint_keys() -> tuple[str, ...]:
     from dpwise.train.config import TrainConfig
 
@@ -62,32 +100,31 @@ def fingerprint(config_dict: dict[str, Any]) -> dict[str, Any]:
     return {key: config_dict[key] for key in FINGERPRINT_KEYS}
 
 
-def _defaults() -> dict[str, Any]:
+def _default(name: str) -> Any:
+    """TrainConfig's default for the setting ``name``."""
     from dpwise.train.config import TrainConfig
 
-    return {f.name: _default(f) for f in fields(TrainConfig) if f.name in FINGERPRINT_KEYS}
-
-
-def _default(f: Any) -> Any:
-    return f.default_factory() if f.default is MISSING else f.default
+    f: Field[Any] = next(f for f in fields(TrainConfig) if f.name == name)
+    factory = f.default_factory
+    return factory() if f.default is MISSING and callable(factory) else f.default
 
 
 def _differences(saved: dict[str, Any], expected: dict[str, Any], label: str) -> list[str]:
     """The settings the checkpoint was written with that this run changes. A key the
     checkpoint predates (an earlier dpwise did not record it) stands for its default: such a
     run is resumed only with the default, and refused in one line naming the setting else."""
-    defaults = _defaults()
     for key in FINGERPRINT_KEYS:
-        if key not in saved and expected[key] != defaults[key]:
+        if key not in saved and expected[key] != _default(key):
             raise DpwiseError(
                 f"{label}: the checkpoint does not record {key} (an earlier dpwise wrote it); "
-                f"it resumes only with the default {key} {defaults[key]!r}, not "
+                f"it resumes only with the default {key} {_default(key)!r}, not "
                 f"{expected[key]!r}: give that, or start afresh with --overwrite"
             )
+    was = {key: saved[key] if key in saved else _default(key) for key in FINGERPRINT_KEYS}
     return [
-        f"{key} {saved.get(key, defaults[key])!r} → {expected[key]!r}"
+        f"{key} {was[key]!r} → {expected[key]!r}"
         for key in FINGERPRINT_KEYS
-        if saved.get(key, defaults[key]) != expected[key]
+        if was[key] != expected[key]
     ]
 
 
@@ -96,13 +133,13 @@ def atomic_torch_save(obj: Any, path: Path) -> None:
         torch.save(obj, fh)
 
 
-def save(path: Path, state: dict[str, Any]) -> None:
+def save(path: Path, state: Checkpoint) -> None:
     atomic_torch_save({"format": FORMAT, "version": VERSION, **state}, path)
 
 
 def load(
     path: Path, expected: dict[str, Any], label: str | None = None, *, header_only: bool = False
-) -> dict[str, Any]:
+) -> Checkpoint:
     """Read a checkpoint; refuse what is missing, truncated, foreign or from another workload.
 
     ``header_only``: map the file instead of reading it (``torch.load(mmap=True)``): the
@@ -126,7 +163,7 @@ def load(
             f"{label}: the checkpoint was written with other settings "
             f"({'; '.join(diffs)}); resume with the original ones"
         )
-    return state
+    return cast(Checkpoint, state)
 
 
 def _read(path: Path, label: str, header_only: bool) -> Any:
@@ -193,7 +230,7 @@ def _check_structure(state: dict[str, Any], label: str) -> None:
         raise DpwiseError(f"{damaged} (its 'model' holds something other than tensors)")
 
 
-def check_position(state: dict[str, Any], label: str, steps: int, total: int) -> None:
+def check_position(state: Checkpoint, label: str, steps: int, total: int) -> None:
     """The position must lie on this run's path: ``steps`` per epoch, ``total`` steps in all."""
     pos = state["position"]
     epoch, step, done = pos["epoch"], pos["step_in_epoch"], pos["global_steps"]
@@ -210,7 +247,7 @@ def check_position(state: dict[str, Any], label: str, steps: int, total: int) ->
         )
 
 
-def check_model(state: dict[str, Any], label: str, model: torch.nn.Module) -> None:
+def check_model(state: Checkpoint, label: str, model: torch.nn.Module) -> None:
     """The saved parameters must be the model's own, name for name and shape for shape."""
     saved = state["model"]
     own = model.state_dict()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpwise import strategies
 from dpwise.errors import DpwiseError
@@ -12,6 +13,9 @@ from dpwise.infra.settings import at_least, finite, flag_of, positive, setting, 
 from dpwise.launch.cluster.topology import CLUSTER_HELP, CLUSTERS
 from dpwise.launch.settings import DEFAULT_TIMEOUT_S, RDZV_BACKENDS, TIMEOUT_HELP, check_timeout
 from dpwise.workload.settings import WorkloadSettings
+
+if TYPE_CHECKING:
+    from dpwise.strategies.traits import Traits
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "adamw")
@@ -41,6 +45,11 @@ SHARD_UNITS = ("blocks", "model")
 def _megabytes(flag: str, value: float | None) -> None:
     if value is not None and not 0 < value <= 2**20:  # also refuses nan
         raise DpwiseError(f"{flag} must be a size in MB above 0 (DDP's default: 25), got {value}")
+
+
+def _takes(option: str) -> Callable[[Traits], bool]:
+    """Whether a strategy's traits list ``option`` among its options."""
+    return lambda t: option in t.options
 
 
 MAX_SEED = 2**63 - 1  # what torch.manual_seed and a torch.Generator take as a count
@@ -245,7 +254,7 @@ class TrainConfig(WorkloadSettings):
             if getattr(self, name) == defaults[name]:
                 continue
             if name not in strategies.traits(self.strategy).options:
-                takers = " or ".join(strategies.those(lambda t, n=name: n in t.options))
+                takers = " or ".join(strategies.those(_takes(name)))
                 flag = flag_of(next(f for f in fields(self) if f.name == name))
                 raise DpwiseError(
                     f"{flag} is an option of --strategy {takers} only; it needs --strategy "

@@ -7,7 +7,7 @@ import socket
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -15,11 +15,19 @@ from dpwise.errors import DpwiseError
 from dpwise.launch import netaddr
 from dpwise.measure import memory
 from dpwise.strategies.base import Strategy
-from dpwise.train import finite, loop_state
+from dpwise.train import checkpoint, finite
+from dpwise.train.loop_state import LoopState
 from dpwise.train.plan import RunPlan
 from dpwise.train.precision import Precision
 from dpwise.train.restart import Attempt, first_attempt
-from dpwise.train.result import EpochReport, RunResult, Trained
+from dpwise.train.result import (
+    EpochRecord,
+    EpochReport,
+    PeakRecord,
+    RunResult,
+    Trained,
+    WorkerRecord,
+)
 from dpwise.workload import batches
 from dpwise.workload.data import BatchSource, epoch_permutation, micro_batch_rows
 from dpwise.workload.spec import Workload
@@ -27,9 +35,11 @@ from dpwise.workload.spec import Workload
 
 def make_optimizer(
     name: str, params: Any, lr: float, momentum: float, wd: float, shard: bool = False
-):
+) -> torch.optim.Optimizer:
     """The optimizer; ``shard``: ZeRO-1, each process keeps the state of its share of the
     parameters (torch's ZeroRedundancyOptimizer: the same updates, then a broadcast)."""
+    kind: type[torch.optim.Optimizer]
+    kwargs: dict[str, Any]
     if name == "adamw":
         kind, kwargs = torch.optim.AdamW, {"lr": lr, "weight_decay": wd}
     else:
@@ -52,8 +62,9 @@ def steps_per_epoch(rows: int, batch_size: int, accum_steps: int) -> int:
     return steps
 
 
-class Loop:
-    """Runs epochs of optimizer steps; each step is K micro-steps over contiguous global rows."""
+class Loop(LoopState):
+    """Runs epochs of optimizer steps; each step is K micro-steps over contiguous global rows.
+    Its state (what a checkpoint holds) is its own: ``state_dict``, ``load_state_dict``."""
 
     def __init__(
         self,
@@ -200,14 +211,14 @@ class Loop:
             mean_loss=sum(step_losses) / max(1, len(step_losses)),
         )
         self.result.epochs.append(
-            {
-                "epoch": report.epoch,
-                "steps": steps,
-                "samples": samples,
-                "seconds": seconds,
-                "samples_per_s": report.samples_per_s,
-                "mean_loss": report.mean_loss,
-            }
+            EpochRecord(
+                epoch=report.epoch,
+                steps=steps,
+                samples=samples,
+                seconds=seconds,
+                samples_per_s=report.samples_per_s,
+                mean_loss=report.mean_loss,
+            )
         )
         if self.step_in_epoch >= self.steps:
             self.epoch, self.step_in_epoch = self.epoch + 1, 0
@@ -231,8 +242,8 @@ class Loop:
             self._finish_epoch(0.0, [])
         if self.cfg.checkpoint_every is not None and trained and not self._checkpoint_due():
             self.save_checkpoint()
-        self.result.peak_memory = _gather_records(self.strategy, memory.peaks(devices))
-        self.result.workers = _gather_records(self.strategy, [_worker_facts()])
+        self.result.peak_memory = _gathered_peaks(self.strategy, devices)
+        self.result.workers = _gathered_workers(self.strategy)
         state = self.strategy.full_state_dict(self.model)  # every process: it may gather
         return Trained(self.result, self.strategy.unwrap(self.model), state)
 
@@ -243,24 +254,30 @@ class Loop:
 
     def save_checkpoint(self, live: torch.Tensor | None = None, live_seconds: float = 0.0) -> None:
         """Every rank calls it (it gathers); rank 0 writes. ``live``: this epoch's losses so far."""
-        loop_state.save(self, live, live_seconds)
-
-    def restore(self, state: dict[str, Any], label: str) -> None:
-        loop_state.restore(self, state, label)
-
-
-def _worker_facts() -> dict[str, Any]:
-    return {
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "address": netaddr.worker_address(),
-        "threads": torch.get_num_threads(),
-    }
+        state = self.state_dict(live, live_seconds)
+        if state is not None:
+            assert self.cfg.checkpoint_path is not None  # --checkpoint-every needs --out
+            checkpoint.save(self.cfg.checkpoint_path, state)
 
 
-def _gather_records(strategy: Strategy, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    gathered = strategy.all_gather_object(records)
-    return [{"rank": rank, **rec} for rank, recs in enumerate(gathered) for rec in recs]
+def _gathered_peaks(strategy: Strategy, devices: list[torch.device]) -> list[PeakRecord]:
+    """Every rank's peak memory per device (dpwise.measure.memory), with its rank."""
+    gathered = cast(
+        "list[list[dict[str, object]]]", strategy.all_gather_object(memory.peaks(devices))
+    )
+    return [
+        cast(PeakRecord, {"rank": rank, **p}) for rank, peaks in enumerate(gathered) for p in peaks
+    ]
+
+
+def _gathered_workers(strategy: Strategy) -> list[WorkerRecord]:
+    """Every rank's process: its pid, host, address and threads."""
+    mine = (os.getpid(), socket.gethostname(), netaddr.worker_address(), torch.get_num_threads())
+    gathered = cast("list[tuple[int, str, str | None, int]]", strategy.all_gather_object(mine))
+    return [
+        WorkerRecord(rank=rank, pid=pid, host=host, address=address, threads=threads)
+        for rank, (pid, host, address, threads) in enumerate(gathered)
+    ]
 
 
 def train(
@@ -286,7 +303,7 @@ def train(
         loop = Loop(plan, strategy, workload, on_epoch)
         loop.run_id, loop.result.restarts = attempt.run_id, attempt.restart
         if attempt.state is not None:
-            loop.restore(attempt.state, attempt.label)
+            loop.load_state_dict(attempt.state, attempt.label)
         trained = loop.run()
         if on_trained is not None:
             on_trained(trained)

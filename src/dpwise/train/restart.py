@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dpwise.infra.atomic import remove_stale_temporaries
 from dpwise.launch.env import DistEnv
 from dpwise.train import checkpoint
+from dpwise.train.checkpoint import Checkpoint
 from dpwise.train.config import TrainConfig
 
 
@@ -23,17 +23,17 @@ class Attempt:
 
     run_id: str | None = None
     restart: int = 0
-    state: dict[str, Any] | None = None  # the checkpoint to resume from; None: step 0
+    state: Checkpoint | None = None  # the checkpoint to resume from; None: step 0
     label: str = ""  # how messages name that checkpoint
     notice: str | None = None  # rank 0 says it on a restart
 
 
-def _load(cfg: TrainConfig, path: Path, label: str) -> dict[str, Any]:
+def _load(cfg: TrainConfig, path: Path, label: str) -> Checkpoint:
     return checkpoint.load(path, checkpoint.fingerprint(cfg.to_dict()), label)
 
 
 def first_attempt(
-    cfg: TrainConfig, run_id: str | None = None, resumed: dict[str, Any] | None = None
+    cfg: TrainConfig, run_id: str | None = None, resumed: Checkpoint | None = None
 ) -> Attempt:
     """``resumed``: --resume's checkpoint, already loaded and checked by the caller."""
     if cfg.resume is None:
@@ -43,7 +43,7 @@ def first_attempt(
     return Attempt(run_id=run_id, state=state, label=label)
 
 
-def attempt_for(cfg: TrainConfig, env: DistEnv, resumed: dict[str, Any] | None = None) -> Attempt:
+def attempt_for(cfg: TrainConfig, env: DistEnv, resumed: Checkpoint | None = None) -> Attempt:
     """This worker's start; on a restart, the latest checkpoint of this launch, if it wrote one.
     Each file is read at most once: --resume's only when the start needs it."""
     n = env.restart_count
@@ -76,6 +76,6 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _resuming(n: int, state: dict[str, Any], path: Path | None) -> str:
+def _resuming(n: int, state: Checkpoint, path: Path | None) -> str:
     name = path.name if path is not None else "the checkpoint"
     return f"restart {n}: resuming from step {state['position']['global_steps']} of {name}"

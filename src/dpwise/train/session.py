@@ -19,6 +19,7 @@ from dpwise.launch.elastic import launch, lost_peers, node_network
 from dpwise.launch.env import DistEnv
 from dpwise.train import outputs, preflight
 from dpwise.train.config import TrainConfig
+from dpwise.train.inspection import Inspection
 from dpwise.train.plan import RunPlan, resolve
 from dpwise.train.text import node_line
 from dpwise.train.worker import Prepared, run_worker, worker_entry
@@ -34,32 +35,18 @@ def run_train(cfg: TrainConfig, topology: Topology | None = None) -> None:
     workload = workload_for(cfg).validate()
     if not cfg.quiet and workload.data_factory is None:
         print(f"data: {workload.data_description()}", flush=True)
-    varying = (
-        preflight.varying(workload, cfg.seed)
-        if strategies.traits(plan.strategy.name).shards_model
-        else ""
-    )
-    preflight.check_model(
-        workload, plan.strategy.name, plan.strategy.device_type, cfg.optimizer, varying
-    )
-    if cfg.static_graph:
-        preflight.check_static_graph(workload, cfg.seed)
-    if cfg.comm_hook != "none":
-        preflight.check_comm_hook(
-            workload, cfg.comm_hook, str(plan.strategy.backend), cfg.bucket_cap_mb
-        )
-    preflight.check_out(cfg)
+    seen = Inspection(workload, cfg.seed)  # the model built once for every check below
+    preflight.check_run(cfg, plan.strategy, seen)
     with preflight.out_lock(cfg.out, env, cfg.nnodes):  # a live run in --out is named first
-        _run_locked(cfg, env, plan, workload, topology)
+        _run_locked(cfg, env, plan, seen, topology)
 
 
 def _run_locked(
-    cfg: TrainConfig, env: DistEnv, plan: RunPlan, workload: Any, topology: Topology | None
+    cfg: TrainConfig, env: DistEnv, plan: RunPlan, seen: Inspection, topology: Topology | None
 ) -> None:
     """The run, holding --out: what is in it is no live run's; then train here or launch."""
-    preflight.check_out_contents(cfg, env)
     try:
-        resumed = None if cfg.resume is None else preflight.check_resume(cfg, workload, plan.launch)
+        resumed = preflight.check_locked(cfg, env, seen, plan.launch)
     except preflight.Finished as done:
         if env.is_main and not cfg.quiet:
             print(done, flush=True)
@@ -71,7 +58,7 @@ def _run_locked(
         if plan.launch:
             launch(plan.launch_settings, worker_entry, plan, net=_say_node(plan))
         else:
-            _run_here(cfg, Prepared(env, plan, workload, resumed))
+            _run_here(cfg, Prepared(env, plan, seen.workload, resumed))
     except BaseException:  # a failure, a hung peer, Ctrl-C, SIGTERM: nothing half-written
         if cfg.out is not None:
             remove_stale_temporaries(cfg.out)  # of the writers that were killed

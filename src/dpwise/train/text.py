@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dpwise.train.result import EpochReport
+from dpwise.train.result import EpochReport, Metrics, WorkerRecord
 
 GIB = 1024**3
 
@@ -16,7 +16,7 @@ def epoch_line(report: EpochReport) -> str:
     )
 
 
-def node_line(endpoint: str, net: Any) -> str:
+def node_line(endpoint: str | None, net: Any) -> str:
     """How this node joins a multi-node job: its address, interface and the store's place."""
     where = net.address or "an address the routing table did not give"
     via = f" on {net.interface}" if net.interface else ""
@@ -25,23 +25,24 @@ def node_line(endpoint: str, net: Any) -> str:
     return f"node: joins the rendezvous at {endpoint} from {where}{via}; {role}"
 
 
-def summary_lines(metrics: dict[str, Any]) -> list[str]:
+def summary_lines(metrics: Metrics) -> list[str]:
+    r = metrics.result
     lines = [
-        f"dpwise train: {metrics['strategy']} × {metrics['world_size']} process(es) on "
-        f"{metrics['device']} (backend {metrics['backend'] or 'none'}), "
-        f"{metrics['global_steps']} steps, final loss {_loss(metrics['final_loss'])}"
+        f"dpwise train: {r.strategy} × {r.world_size} process(es) on "
+        f"{r.device} (backend {r.backend or 'none'}), "
+        f"{r.global_steps} steps, final loss {_loss(r.final_loss)}"
     ]
-    for note in metrics["notes"]:
+    for note in r.notes:
         lines.append(f"note: {note}")
     peaks = ", ".join(
-        f"rank {m['rank']} {m['device']} {m['bytes'] / GIB:.3f} GiB" for m in metrics["peak_memory"]
+        f"rank {m['rank']} {m['device']} {m['bytes'] / GIB:.3f} GiB" for m in r.peak_memory
     )
-    hosts = {w.get("host") for w in metrics.get("workers", ())}
-    if len(hosts) > 1 or any(w.get("address") for w in metrics.get("workers", ())):
-        lines.append("workers: " + ", ".join(_worker(w) for w in metrics["workers"]))
-    lines.append(f"peak memory ({metrics['peak_memory'][0]['kind']}): {peaks}")
-    if metrics.get("out"):
-        lines.append(f"wrote {metrics['out']}/final.pt and {metrics['out']}/metrics.json")
+    hosts = {w["host"] for w in r.workers}
+    if len(hosts) > 1 or any(w["address"] for w in r.workers):
+        lines.append("workers: " + ", ".join(_worker(w) for w in r.workers))
+    lines.append(f"peak memory ({r.peak_memory[0]['kind']}): {peaks}")
+    if metrics.out:
+        lines.append(f"wrote {metrics.out}/final.pt and {metrics.out}/metrics.json")
     else:
         lines.append("wrote nothing: give --out DIR to keep final.pt and metrics.json")
     return lines
@@ -51,7 +52,7 @@ def _loss(value: float | None) -> str:
     return "none (no step recorded)" if value is None else f"{value:.6f}"
 
 
-def _worker(w: dict[str, Any]) -> str:
+def _worker(w: WorkerRecord) -> str:
     """rank 0 on node-a (10.0.0.1): where each worker ran and the address its group used."""
-    address = f" ({w['address']})" if w.get("address") else ""
-    return f"rank {w['rank']} on {w.get('host', '?')}{address}"
+    address = f" ({w['address']})" if w["address"] else ""
+    return f"rank {w['rank']} on {w['host']}{address}"

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import platform
 import sys
 from dataclasses import dataclass, replace
 from typing import Any
 
-import torch
-
-from dpwise import __version__
 from dpwise.infra.hardware import Hardware, configure_threads
 from dpwise.launch.elastic import arm_teardown_watchdog, disarm_teardown_watchdog, run_guarded
 from dpwise.launch.env import DistEnv
 from dpwise.strategies import make_strategy
 from dpwise.train import outputs
+from dpwise.train.checkpoint import Checkpoint
 from dpwise.train.config import TrainConfig
 from dpwise.train.engine import train
 from dpwise.train.plan import RunPlan, resolve
 from dpwise.train.restart import attempt_for
-from dpwise.train.result import Trained
+from dpwise.train.result import EpochReport, Metrics, RunResult, Trained
 from dpwise.train.text import epoch_line, summary_lines
 from dpwise.workload.spec import Workload, workload_for
 
@@ -28,20 +25,16 @@ def _print(line: str) -> None:
     print(line, flush=True)
 
 
-def build_metrics(plan: RunPlan, result: dict[str, Any]) -> dict[str, Any]:
+def build_metrics(plan: RunPlan, result: RunResult) -> Metrics:
     cfg = plan.config
-    return {
-        "schema": 1,
-        "dpwise_version": __version__,
-        "torch_version": torch.__version__,
-        "python_version": platform.python_version(),
-        **result,
-        "per_rank_batch": plan.per_rank_batch,
-        "global_batch": cfg.batch_size,
-        "out": None if cfg.out is None else str(cfg.out),
-        "config": cfg.to_dict(),
-        "topology": plan.topology,
-    }
+    return Metrics(
+        result=result,
+        per_rank_batch=plan.per_rank_batch,
+        global_batch=cfg.batch_size,
+        out=None if cfg.out is None else str(cfg.out),
+        config=cfg.to_dict(),
+        topology=plan.topology,
+    )
 
 
 @dataclass(frozen=True)
@@ -53,7 +46,7 @@ class Prepared:
     env: DistEnv
     plan: RunPlan
     workload: Workload
-    resumed: dict[str, Any] | None = None  # --resume's checkpoint, loaded and checked
+    resumed: Checkpoint | None = None  # --resume's checkpoint, loaded and checked
 
 
 def run_worker(cfg: TrainConfig, prepared: Prepared | None = None) -> dict[str, Any] | None:
@@ -71,7 +64,7 @@ def run_worker(cfg: TrainConfig, prepared: Prepared | None = None) -> dict[str, 
     def write(trained: Trained) -> None:
         """Rank 0 writes its outputs before the process group is torn down."""
         if strategy.is_main and cfg.out is not None:
-            metrics = build_metrics(plan, trained.result.to_dict())
+            metrics = build_metrics(plan, trained.result).to_dict()
             outputs.write_outputs(cfg.out, trained.state, metrics)
 
     on_epoch = None if cfg.quiet else _emit_epoch
@@ -89,14 +82,14 @@ def run_worker(cfg: TrainConfig, prepared: Prepared | None = None) -> dict[str, 
         disarm_teardown_watchdog()
     if not strategy.is_main:
         return None
-    metrics = build_metrics(plan, trained.result.to_dict())
+    metrics = build_metrics(plan, trained.result)
     if not cfg.quiet:
         for line in summary_lines(metrics):
             _print(line)
-    return metrics
+    return metrics.to_dict()
 
 
-def _emit_epoch(report: Any) -> None:
+def _emit_epoch(report: EpochReport) -> None:
     _print(epoch_line(report))
 
 

@@ -1,5 +1,5 @@
-"""Assemble the results document (schema 1) from the measured runs: derived figures, checks,
-verdict."""
+"""The analysis step of `dpwise compare`: from the measured runs to the results document
+(schema 1): derived figures, the diagnosis, the checks, the verdict and the projection."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from dpwise.compare.checks import CHECKS, CheckContext
 from dpwise.compare.checks.contention import machine_load
 from dpwise.compare.settings import CompareConfig
 from dpwise.compare.verdict import claims, recommend
-from dpwise.diagnosis import ModelProbe, probe_workload
+from dpwise.diagnosis import ModelProbe
 from dpwise.diagnosis.layers import batchnorm_layers, dropout_layers
 from dpwise.diagnosis.probe import MAX_PARAMETERS
 from dpwise.infra.hardware import Hardware, gpu_names
@@ -30,10 +30,12 @@ from dpwise.results.document import Results
 from dpwise.results.filters import one_process_many_devices, one_process_per_device
 from dpwise.results.records import Json, Run
 from dpwise.strategies import traits
-from dpwise.workload.spec import BUILTINS, Workload, workload_for
+from dpwise.train.inspection import Inspection
+from dpwise.workload.spec import BUILTINS, Workload
 
 
 def _state(out: Path, run: Run) -> dict[str, torch.Tensor]:
+    assert run.final_state is not None  # every measured run saved its final state
     return torch.load(out / run.final_state, map_location="cpu", weights_only=True)
 
 
@@ -161,24 +163,18 @@ def workload_facts(
     }
 
 
-def assemble(
-    cfg: CompareConfig,
-    hw: Hardware,
-    runs: list[Run],
-    command: str,
-    probe: ModelProbe | None = None,
-    workload: Workload | None = None,
-) -> Results:
-    """``probe`` and ``workload``: what the session already derived (derived here if not)."""
+def assemble(cfg: CompareConfig, hw: Hardware, runs: list[Run], command: str, seen: Inspection
+             ) -> Results:  # fmt: skip
+    """``seen``: the command's look at the model (its meta-device model and its probe), made
+    once for every check of the command."""
+    assert cfg.out is not None  # the runs wrote their final states there
     device_type = "cuda" if any(d.startswith("cuda") for d in runs[0].devices) else "cpu"
-    workload = workload or workload_for(cfg)
-    model = workload.build_for_inspection()
+    model = seen.structure
     kinds = agreement.Kinds.of(model)
     runs, dp_vs_ddp, states = derive(cfg.out, runs, kinds, cfg.tolerance)
-    still = untrained(workload, cfg.seed, kinds, states)
+    still = untrained(seen.workload, cfg.seed, kinds, states)
     del states
-    probe = probe or probe_workload(workload, cfg.seed)
-    why = diagnose(model, cfg.precision, probe, cfg.ddp_options, still)
+    why = diagnose(model, cfg.precision, seen.probe, cfg.ddp_options, still)
     runs = mark_ddp_options(runs, cfg.ddp_options)
     ctx = CheckContext(
         runs=tuple(runs),
@@ -194,10 +190,10 @@ def assemble(
         dpwise_version=__version__,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         command=command,
-        workload=workload_facts(cfg, workload, model, runs),
+        workload=workload_facts(cfg, seen.workload, model, runs),
         environment=env,
         runs=tuple(runs),
-        diagnosis=probe.to_dict(),
+        diagnosis=seen.probe.to_dict(),
         checks=tuple(outcomes.values()),
         recommendation=recommend(
             runs, cfg.tolerance, device_type, why.known_cause, why.untrained
@@ -218,4 +214,4 @@ def link_probe(runs: list[Run]) -> Json | None:
     if not probed:
         return None
     best = max(probed, key=lambda r: (r.world_size, not traits(r.strategy).shards_model))
-    return {**best.link_probe, "run": best.id}
+    return {**(best.link_probe or {}), "run": best.id}

@@ -17,7 +17,7 @@ from dpwise.link.settings import ProbeLinkConfig
 from dpwise.lint.settings import LintConfig
 from dpwise.migrate.settings import MigrateConfig
 from dpwise.train.config import TrainConfig
-from dpwise.tune.settings import TuneConfig
+from dpwise.tune.space import TuneConfig
 
 COMMANDS = {
     "train": TrainConfig,

@@ -15,8 +15,9 @@ import pytest
 
 from conftest import child_env, run_cli
 from dpwise.errors import DpwiseError
-from dpwise.tune import answer, decide, space
-from dpwise.tune.settings import TuneConfig, parse_budget
+from dpwise.tune import results, space
+from dpwise.tune.journal import Candidate
+from dpwise.tune.space import TuneConfig, parse_budget
 
 MiB = 2**20
 
@@ -78,37 +79,37 @@ def test_fsdp_knobs():
 
 # -- the decisions ---------------------------------------------------------------------------------
 def cand(ratios, **kw):
-    c = space.Candidate({"comm_hook": "fp16"}, **kw)
+    c = Candidate({"comm_hook": "fp16"}, **kw)
     c.pairs = [[r * 1.0, 1.0] for r in ratios]
     return c
 
 
 def test_a_candidate_that_never_gains_is_pruned_after_its_first_rounds():
     c = cand([1.01, 0.97])
-    decide.after_round(c)
+    results.after_round(c)
     assert c.state == "pruned" and "no gain in its first 2 rounds" in c.reason
 
 
 def test_faster_needs_the_whole_interval_above_the_margin():
     fast = cand([1.6, 1.62, 1.58, 1.61, 1.65, 1.59])
-    decide.after_round(fast)
-    v = decide.verdict(fast)
+    results.after_round(fast)
+    v = results.verdict(fast)
     assert fast.state == "done" and v.outcome == "faster" and v.low == pytest.approx(1.58)
     close = cand([1.02, 1.2, 0.98, 1.1, 1.3, 1.01])
-    decide.after_round(close)
-    assert decide.verdict(close).outcome == "inconclusive"
+    results.after_round(close)
+    assert results.verdict(close).outcome == "inconclusive"
     assert close.state == "active"  # its median is past the margin: more rounds, up to 12
 
 
 def test_only_equivalent_or_allowed_lossy_candidates_are_recommended():
     fast = [1.6, 1.62, 1.58, 1.61, 1.65, 1.59]
     lossy = cand(fast, lossy=True)
-    assert not decide.eligible(lossy, allow_lossy=False, limit=None)
-    assert decide.eligible(lossy, allow_lossy=True, limit=None)
+    assert not results.eligible(lossy, allow_lossy=False, limit=None)
+    assert results.eligible(lossy, allow_lossy=True, limit=None)
     wrong = cand(fast, equivalent=False)
-    assert not decide.eligible(wrong, allow_lossy=True, limit=None)
+    assert not results.eligible(wrong, allow_lossy=True, limit=None)
     big = cand(fast, peak_memory=2 * MiB)
-    assert not decide.eligible(big, allow_lossy=True, limit=MiB)
+    assert not results.eligible(big, allow_lossy=True, limit=MiB)
 
 
 # -- the settings ----------------------------------------------------------------------------------
@@ -123,18 +124,18 @@ def test_budgets():
 def test_the_answer_is_flags_train_takes_and_pytorchs_own_calls():
     cfg = TuneConfig(nproc=2, batch_size=64, model_args={"hidden": 32})
     config = {"bucket_cap_mb": 100.0, "comm_hook": "powersgd", "zero1": True, "accum_steps": 2}
-    flags = answer.train_flags(cfg, config)
+    flags = results.train_flags(cfg, config)
     assert flags == (
         "dpwise train --strategy ddp --nproc 2 --model-arg hidden=32 --batch-size 32 "
         "--accum-steps 2 --bucket-cap-mb 100 --comm-hook powersgd --zero1"
     )
-    code = answer.snippet(cfg, config)
+    code = results.snippet(cfg, config)
     assert "DDP(model, device_ids=[local_rank], bucket_cap_mb=100)" in code
     assert "model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)" in code
     assert "ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD" in code
     assert "no_sync" in code
     fsdp = TuneConfig(strategy="fsdp", nproc=2)
-    assert "reshard_after_forward=False" in answer.snippet(fsdp, {"reshard_after_forward": False})
+    assert "reshard_after_forward=False" in results.snippet(fsdp, {"reshard_after_forward": False})
     # the flags are train's: they parse and build a TrainConfig
     from dpwise.cli import build_parser
     from dpwise.commands.train import train_config
@@ -143,6 +144,37 @@ def test_the_answer_is_flags_train_takes_and_pytorchs_own_calls():
     tc = train_config(args)
     assert (tc.batch_size, tc.accum_steps, tc.bucket_cap_mb, tc.comm_hook, tc.zero1) == (
         32, 2, 100.0, "powersgd", True)  # fmt: skip
+
+
+# -- a candidate that fails ------------------------------------------------------------------------
+def test_a_candidate_that_fails_is_recorded_as_data_by_its_worker(tmp_path):
+    """The worker that saw the failure records it beside the journal (kind, rank, message);
+    the session reads that record, never a traceback's text."""
+    from dpwise.launch.failures import WorkerFailed
+    from dpwise.tune import journal
+    from dpwise.tune.search import CandidateFailed, Search
+    from dpwise.tune.session import _cause
+
+    class Refusing:
+        def train(self, tc, warm, timed, first):
+            raise DpwiseError("--zero1 needs two processes\nsecond line")
+
+    cfg = TuneConfig(nproc=2, out=tmp_path)
+    facts = dict(gradient_bytes=0, backend="gloo", device_type="cpu", world_size=2,
+                 nproc_per_node=2, varying="", sparse="", find_unused_parameters=False)  # fmt: skip
+    c = Candidate({"zero1": True})
+    j = journal.Journal(settings={}, facts=facts, candidates=[c])
+    search = Search(cfg, j, Refusing(), True, time.time(), lambda line: None)
+    with pytest.raises(CandidateFailed):
+        search._train(c, 1, 1, first=False)
+    (found,) = journal.failures(tmp_path)
+    assert (found.kind, found.rank, found.candidate) == ("error", 0, "zero1")
+    assert found.message == "--zero1 needs two processes"
+    killed = WorkerFailed(1, -9, "Signal 9 (SIGKILL) received by PID 7", "")
+    assert _cause(killed, [found], "zero1") == "--zero1 needs two processes"
+    assert _cause(killed, [], "zero1").startswith("worker rank 1 failed (exit code -9): Signal 9")
+    journal.clear_failures(tmp_path)
+    assert journal.failures(tmp_path) == []
 
 
 # -- bad input, from the command line --------------------------------------------------------------

@@ -46,7 +46,7 @@ OUTPUTS = ("out", "resume", "overwrite", "quiet")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from dpwise.tune.settings import TuneConfig
+    from dpwise.tune.space import TuneConfig
 
     add_workload_args(p, TuneConfig)
     add_settings(p.add_argument_group("search"), TuneConfig, SEARCH)
@@ -56,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpwise.tune.settings import WORKER_MODULE, TuneConfig
+    from dpwise.tune.space import WORKER_MODULE, TuneConfig
 
     topology = topology_for(args)
     if topology.mode == "worker":

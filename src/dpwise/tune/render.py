@@ -1,8 +1,9 @@
 """The search's report: Markdown, HTML and one plot (speed-up against peak memory per
-configuration), from results.json's document only."""
+configuration), and the summary the terminal shows, from results.json's document only."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,23 @@ from matplotlib.figure import Figure
 from dpwise.infra.atomic import atomic_write_bytes, atomic_write_text
 from dpwise.infra.units import mib
 from dpwise.report.plotkit import color, png_bytes
-from dpwise.tune.text import duration, ratio_text
+from dpwise.tune.space import duration
 
 PLOT = "speedup_memory.png"
+
+
+@dataclass(frozen=True)
+class Written:
+    """The report's files."""
+
+    html: Path
+    md: Path
+
+
+def ratio_text(entry: dict[str, Any]) -> str:
+    if entry.get("ratio") is None:
+        return "—"
+    return f"{entry['ratio']:.2f}× ({entry['low']:.2f}–{entry['high']:.2f}×)"
 
 
 def rows(doc: dict[str, Any]) -> list[list[str]]:
@@ -137,7 +152,7 @@ def figure(doc: dict[str, Any]) -> Figure | None:
     return fig
 
 
-def write(doc: dict[str, Any], out: Path) -> dict[str, Path]:
+def write(doc: dict[str, Any], out: Path) -> Written:
     fig = figure(doc)
     plot = None
     if fig is not None:
@@ -145,4 +160,18 @@ def write(doc: dict[str, Any], out: Path) -> dict[str, Path]:
         plot = PLOT
     atomic_write_text(out / "report.md", markdown(doc, plot))
     atomic_write_text(out / "report.html", html(doc, plot))
-    return {"html": out / "report.html", "md": out / "report.md"}
+    return Written(html=out / "report.html", md=out / "report.md")
+
+
+def summary(doc: dict[str, Any], written: Written) -> str:
+    """What the terminal shows after a search: the answer, the runner-up, how to apply it."""
+    w = doc["winner"]
+    lines = [headline(doc)]
+    if doc.get("runner_up"):
+        r = doc["runner_up"]
+        lines.append(f"runner-up: {r['name']}, {r['ratio']:.2f}× ({r['low']:.2f}–{r['high']:.2f}×)")
+    lines.append(f"train with: {w['train_flags']}")
+    lines.append(
+        f"report: {written.html}  (also {written.md}, {written.html.parent / 'results.json'})"
+    )
+    return "\n".join(lines)

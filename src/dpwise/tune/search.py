@@ -2,7 +2,9 @@
 candidates still measured, until every candidate is decided or the budget is spent.
 
 Rank 0 decides (its journal is the search's); after every round it sends the journal to the
-other workers, so that every worker trains the same configurations in the same order.
+other workers, so that every worker trains the same configurations in the same order. A
+candidate that fails while it trains is recorded beside the journal (journal.Failure) by the
+worker that saw it, and ends the workers: the session marks it failed and starts them again.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.distributed as dist
@@ -19,10 +22,10 @@ from dpwise.errors import DpwiseError
 from dpwise.infra.units import mib
 from dpwise.measure.agreement import gap
 from dpwise.train.checkpoint import atomic_torch_save
-from dpwise.tune import decide, journal, space, text
-from dpwise.tune.journal import Journal
-from dpwise.tune.measure import Trainer, Training
-from dpwise.tune.settings import TuneConfig
+from dpwise.train.config import TrainConfig
+from dpwise.tune import journal, results
+from dpwise.tune.journal import Candidate, Failure, FailureKind, Journal
+from dpwise.tune.space import TuneConfig, combinations, duration, is_lossy
 
 WARM_STEPS = 2  # DDP rebuilds its buckets in step 1; PowerSGD compresses from step 3
 MIN_TIMED, MAX_TIMED = 2, 200
@@ -30,7 +33,24 @@ ROUNDS_PER_BUDGET = 40  # a training's timed part aims at budget / (6 × this): 
 SLOW_TRAINING_S = 5.0  # trainings at least this long each get a progress line
 
 
-def _guess(c: space.Candidate) -> float:
+@dataclass
+class Training:
+    """One training of one configuration, as every worker saw it."""
+
+    seconds: float  # the timed steps, the slowest process's
+    total: float  # the whole training: build, warm-up and timed steps, the slowest process's
+    losses: list[float]  # each step's loss, averaged over the processes
+    peak_memory: int | None = None  # the busiest device's peak (first round only)
+    state: dict[str, torch.Tensor] | None = None  # rank 0's final state (first round only)
+
+
+class Trainer(Protocol):
+    """Trains one configuration in every worker (worker.Trainer)."""
+
+    def train(self, tc: TrainConfig, warm: int, timed: int, first: bool) -> Training: ...
+
+
+def _guess(c: Candidate) -> float:
     """How long its next training will take: the longest of its last two, and 10 % more."""
     return 1.1 * max(c.totals[-2:], default=0.0)
 
@@ -40,9 +60,9 @@ def _reserve(budget: float) -> float:
     return max(5.0, 0.02 * budget)
 
 
-def _median(c: space.Candidate) -> float:
+def _median(c: Candidate) -> float:
     """The median speed-up so far (infinite before its first round: it goes first)."""
-    found = decide.comparison(c)
+    found = results.comparison(c)
     return float("inf") if found is None else found.ratio
 
 
@@ -72,7 +92,7 @@ class Search:
         self.deadline = started + cfg.budget - j.prior
         self.say = say if is_main else (lambda line: None)
         self.reference: dict[str, torch.Tensor] | None = None
-        self.limit = None if cfg.device_memory is None else int(cfg.device_memory * 2**30)
+        self.limit = cfg.memory_limit
         ref = journal.reference_path(cfg.out)
         if is_main and ref.is_file():
             self.reference = torch.load(ref, map_location="cpu", weights_only=True)
@@ -96,7 +116,7 @@ class Search:
         self._save()
         return self.j
 
-    def _fitting(self, active: list[space.Candidate]) -> list[space.Candidate]:
+    def _fitting(self, active: list[Candidate]) -> list[Candidate]:
         """The candidates the next round measures: all, if the round ends before the budget
         (each configuration's last training as its guess); else the most promising that fit
         (the highest median speed-up so far), the others no longer measured; none: stop.
@@ -104,7 +124,7 @@ class Search:
         if self.is_main:
             guess = _guess(self.j.default)
             left = self.deadline - time.time() - guess - _reserve(self.cfg.budget)
-            kept: list[space.Candidate] = []
+            kept: list[Candidate] = []
             for c in sorted(active, key=lambda c: -_median(c)):
                 need = _guess(c) if c.totals else guess
                 if need > left:
@@ -134,16 +154,16 @@ class Search:
         steps = timed_steps(step, self.cfg.budget)
         self.j.steps = {"warm": WARM_STEPS, "timed": steps}
         per_training = t.total - step + steps * step
-        need = decide.MIN_ROUNDS * 2 * per_training
+        need = results.MIN_ROUNDS * 2 * per_training
         left = self.deadline - time.time()
         if need > left:
             raise DpwiseError(
-                f"--budget {text.duration(self.cfg.budget)} is too small for one search: a "
+                f"--budget {duration(self.cfg.budget)} is too small for one search: a "
                 f"training of the default takes {per_training:.1f} s here ({WARM_STEPS} warm-up "
-                f"+ {steps} timed steps), and one candidate needs {decide.MIN_ROUNDS} rounds "
-                f"beside the default, about {text.duration(need)}, with "
-                f"{text.duration(max(0.0, left))} left; give --budget "
-                f"{text.duration(60 * math.ceil((need + time.time() - self.started) / 60))} or "
+                f"+ {steps} timed steps), and one candidate needs {results.MIN_ROUNDS} rounds "
+                f"beside the default, about {duration(need)}, with "
+                f"{duration(max(0.0, left))} left; give --budget "
+                f"{duration(60 * math.ceil((need + time.time() - self.started) / 60))} or "
                 "more (each further candidate adds its own trainings)"
             )
         self.say(
@@ -152,25 +172,24 @@ class Search:
         )
         self._save()
 
-    def measured(self) -> list[space.Candidate]:
+    def measured(self) -> list[Candidate]:
         return [c for c in self.j.candidates if c.state == "active"]
 
     def _second_stage(self) -> None:
         self.j.staged = True
         done = [c for c in self.j.candidates if c.stage == 1 and len(c.config) == 1]
-        winners = [c for c in done if decide.eligible(c, self.cfg.allow_lossy, self.limit)]
+        winners = [c for c in done if results.eligible(c, self.cfg.allow_lossy, self.limit)]
         known = {c.name for c in self.j.candidates}
-        for config in space.combinations(
-            winners, self.cfg.allow_lossy, str(self.j.facts.get("backend"))
-        ):
-            c = space.Candidate(config, space.is_lossy(config), stage=2)
+        for config in combinations(winners, self.cfg.allow_lossy, self.j.facts["backend"]):
+            c = Candidate(config, is_lossy(config), stage=2)
             if c.name not in known:
                 self.j.candidates.append(c)
                 self.say(f"second stage: {c.name} (the winners together)")
 
     # -- one round -----------------------------------------------------------------------------
-    def _round(self, active: list[space.Candidate]) -> None:
-        steps = self.j.steps or {}
+    def _round(self, active: list[Candidate]) -> None:
+        assert self.j.steps is not None  # calibrated first
+        steps = self.j.steps
         order = [self.j.default, *active]
         shift = self.j.rounds % len(order)
         order = order[shift:] + order[:shift]  # a change in the machine's speed hits each alike
@@ -182,7 +201,7 @@ class Search:
             if t.total >= SLOW_TRAINING_S:  # a line per training where rounds take minutes
                 self.say(
                     f"round {self.j.rounds + 1}: {c.name} {t.seconds / steps['timed']:.3g} s per "
-                    f"step · {text.duration(self.deadline - time.time())} of the budget left"
+                    f"step · {duration(self.deadline - time.time())} of the budget left"
                 )
             c.totals.append(t.total)
             self.j.training += t.total
@@ -193,12 +212,12 @@ class Search:
         for c in active:
             if c.state == "active" or (c.state == "rejected" and not c.pairs):
                 c.pairs.append([d, times[c.name]])  # a rejected one keeps its first figures
-                decide.after_round(c)
+                results.after_round(c)
         self.j.rounds += 1
         self._share()
-        self.say(text.progress(self.j, self.deadline - time.time(), self.cfg.allow_lossy))
+        self.say(progress(self.j, self.deadline - time.time(), self.cfg.allow_lossy))
 
-    def _train(self, c: space.Candidate, warm: int, timed: int, first: bool) -> Training:
+    def _train(self, c: Candidate, warm: int, timed: int, first: bool) -> Training:
         self.j.in_flight = c.name
         self._save()
         try:
@@ -206,6 +225,7 @@ class Search:
         except (DpwiseError, torch.OutOfMemoryError) as exc:
             if c is self.j.default:
                 raise
+            self._failed(c, exc)
             raise CandidateFailed(str(exc).splitlines()[0]) from exc
         finally:
             self.j.in_flight = None
@@ -222,7 +242,16 @@ class Search:
             )
         return t
 
-    def _first(self, c: space.Candidate, t: Training) -> None:
+    def _failed(self, c: Candidate, exc: BaseException) -> None:
+        """This worker's record of the candidate's failure, for the session (rank 0's journal
+        may not know it: the failure may be this worker's alone)."""
+        oom = isinstance(exc, torch.OutOfMemoryError)
+        rank = dist.get_rank() if dist.is_initialized() else 0
+        message = next(iter(str(exc).splitlines()), "")
+        kind: FailureKind = "out_of_memory" if oom else "error"
+        journal.record_failure(self.cfg.out, Failure(kind, rank, c.name, message))
+
+    def _first(self, c: Candidate, t: Training) -> None:
         """The first round of a configuration: its memory, and its state against the default's."""
         c.peak_memory = t.peak_memory
         if c is self.j.default:
@@ -240,7 +269,7 @@ class Search:
         if self.is_main and self.reference is not None and t.state is not None:
             self._held_to_default(c, t)
 
-    def _held_to_default(self, c: space.Candidate, t: Training) -> None:
+    def _held_to_default(self, c: Candidate, t: Training) -> None:
         assert self.reference is not None and t.state is not None
         found = gap(self.reference, t.state, list(self.reference), self.cfg.tolerance)
         losses = (self.j.default.drift or {}).get("losses") or []
@@ -278,15 +307,25 @@ class Search:
         """Rank 0's journal to every worker (the decisions are rank 0's)."""
         self._save()
         if dist.is_initialized() and dist.get_world_size() > 1:
-            box: list[Any] = [self.j.to_json() if self.is_main else None]
+            box: list[Journal | None] = [self.j if self.is_main else None]
             dist.broadcast_object_list(box, src=0)
-            if not self.is_main:
-                self.j = Journal.from_json(box[0])
+            if not self.is_main and box[0] is not None:
+                self.j = box[0]
 
-    def _agree(self, mine: bool) -> bool:
-        """Rank 0's answer, on every worker (their clocks differ by a little)."""
-        if not (dist.is_initialized() and dist.get_world_size() > 1):
-            return mine
-        box: list[Any] = [mine]
-        dist.broadcast_object_list(box, src=0)
-        return bool(box[0])
+
+def progress(j: Journal, left: float, allow_lossy: bool) -> str:
+    """The line after each round: what is measured still, what is decided, the best so far."""
+    active = sum(c.state == "active" for c in j.candidates)
+    decided = sum(c.state != "active" for c in j.candidates)
+    return (
+        f"round {j.rounds}: {active} configuration(s) still measured, {decided} decided · "
+        f"{_best(j, allow_lossy)} · {duration(left)} of the budget left"
+    )
+
+
+def _best(j: Journal, allow_lossy: bool) -> str:
+    ranked = results.ranked(j.candidates, allow_lossy, None)
+    if not ranked:
+        return "no configuration faster than the default yet"
+    v = results.verdict(ranked[0])
+    return f"best so far {ranked[0].name}: {v.ratio:.2f}× ({v.low:.2f}–{v.high:.2f}×)"

@@ -1,6 +1,7 @@
 """`dpwise tune` end to end: check the settings and the model, lay out the candidates, run the
-search in the workers (again after a candidate fails), then write results.json and the report.
-Ctrl-C keeps what was measured; --resume continues the journal."""
+search in the workers (again after a candidate fails: the failure its worker recorded beside the
+journal), then write results.json and the report. Ctrl-C keeps what was measured; --resume
+continues the journal."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import shutil
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+from dpwise import strategies
 from dpwise.compare import publish
 from dpwise.diagnosis import group, probe_workload
 from dpwise.diagnosis.layers import sparse_layers
@@ -24,10 +27,10 @@ from dpwise.launch.elastic import WorkerFailed, launch
 from dpwise.launch.env import DistEnv
 from dpwise.train import outputs, preflight
 from dpwise.train.plan import RunPlan, resolve
-from dpwise.tune import journal, render, space
-from dpwise.tune.journal import Journal
+from dpwise.tune import journal, render
+from dpwise.tune.journal import Candidate, Failure, Journal, SearchFacts
 from dpwise.tune.results import assemble
-from dpwise.tune.settings import TuneConfig
+from dpwise.tune.space import Facts, TuneConfig, first_stage
 from dpwise.tune.worker import search_entry
 from dpwise.workload.spec import Workload, workload_for
 
@@ -42,7 +45,7 @@ def run_tune(cfg: TuneConfig, command: str) -> int:
     probe = probe_workload(workload, cfg.seed)  # parameters unused in some steps
     varying = group(probe.unused.sometimes)
     preflight.check_model(workload, cfg.strategy, plan.device_type, cfg.optimizer, varying)
-    if probe.unused and cfg.strategy == "ddp":
+    if probe.unused and "find_unused_parameters" in strategies.traits(cfg.strategy).options:
         cfg = replace(cfg, find_unused_parameters=True)  # DDP stops without it
     facts = _facts(cfg, plan, workload, varying)
     fresh = _fresh_journal(cfg, plan, facts, workload)  # --knobs refused here, before any file
@@ -58,50 +61,56 @@ def run_tune(cfg: TuneConfig, command: str) -> int:
             _clear(cfg)
         try:
             journal.write(cfg.out, j)
-            j = _search(cfg, plan, started)
+            done = _search(cfg, plan, started)
         except DpwiseError as exc:
             raise _failed(cfg, created, saved is None, exc, command) from None
         except (Interrupted, WorkerFailed) as exc:
-            # Ctrl-C, or the default's own training failed: keep what was measured
-            j = journal.read(cfg.out) or j
-            j.stopped = "interrupted" if isinstance(exc, Interrupted) else "failed"
-            j.in_flight = None
-            journal.write(cfg.out, j)
-            if not journal.measured(cfg.out, j) and (saved is None or cfg.nnodes > 1):
-                if cfg.nnodes == 1:
-                    _remove(cfg, created)  # nothing measured yet: nothing half-written
-                raise  # several nodes: rank 0's --out may hold it; --resume needs every node's
-            _, paths = _publish(cfg, j, command)
-            if not cfg.quiet:
-                what = "interrupted" if isinstance(exc, Interrupted) else "stopped"
-                print(
-                    f"tune: {what} after {j.rounds} round(s); what was measured is in "
-                    f"{paths['html']}; `{_resumed(command)}` continues",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            _stopped(cfg, j, saved is None, created, exc, command)
             raise
-        if j is None:
+        if done is None:
             if not cfg.quiet:
                 print("tune: this node's workers are done; rank 0 ran on another node, whose --out "
                       "holds the results and the report")  # fmt: skip
             return 0
-        doc, paths = _publish(cfg, j, command)
+        doc, written = _publish(cfg, done, command)
     if not cfg.quiet:
-        _print_summary(doc, paths)
+        print(render.summary(doc, written))
     return 0
 
 
-def _facts(cfg: TuneConfig, plan: RunPlan, workload: Workload, varying: str) -> dict[str, Any]:
+def _stopped(cfg: TuneConfig, j: Journal, first: bool, created: Path | None,
+             exc: Interrupted | WorkerFailed, command: str) -> None:  # fmt: skip
+    """Ctrl-C, or the default's own training failed: keep what was measured, and publish it
+    (the caller raises again)."""
+    j = journal.read(cfg.out) or j
+    j.stopped = "interrupted" if isinstance(exc, Interrupted) else "failed"
+    j.in_flight = None
+    journal.write(cfg.out, j)
+    if not journal.measured(cfg.out, j) and (first or cfg.nnodes > 1):
+        if cfg.nnodes == 1:
+            _remove(cfg, created)  # nothing measured yet: nothing half-written
+        return  # several nodes: rank 0's --out may hold it; --resume needs every node's
+    _, written = _publish(cfg, j, command)
+    if not cfg.quiet:
+        what = "interrupted" if isinstance(exc, Interrupted) else "stopped"
+        print(
+            f"tune: {what} after {j.rounds} round(s); what was measured is in "
+            f"{written.html}; `{_resumed(command)}` continues",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _facts(cfg: TuneConfig, plan: RunPlan, workload: Workload, varying: str) -> SearchFacts:
     model = preflight.meta_model(workload)
-    gradient_bytes, sparse = 0, []
+    gradient_bytes, sparse = 0, list[str]()
     if model is not None:
         sparse = [layer.name for layer in sparse_layers(model)]
         gradient_bytes = sum(p.numel() * p.element_size() for p in model.parameters()
                              if p.requires_grad)  # fmt: skip
     return {
         "gradient_bytes": gradient_bytes,
-        "backend": plan.backend,
+        "backend": str(plan.backend),
         "device_type": plan.device_type,
         "world_size": plan.world_size,
         "nproc_per_node": plan.nproc_per_node,
@@ -111,12 +120,12 @@ def _facts(cfg: TuneConfig, plan: RunPlan, workload: Workload, varying: str) -> 
     }
 
 
-def _fresh_journal(cfg: TuneConfig, plan: RunPlan, facts: dict[str, Any], workload: Workload
+def _fresh_journal(cfg: TuneConfig, plan: RunPlan, facts: SearchFacts, workload: Workload
                    ) -> Journal:  # fmt: skip
-    f = space.Facts(
+    f = Facts(
         strategy=cfg.strategy,
         gradient_bytes=facts["gradient_bytes"],
-        backend=str(plan.backend),
+        backend=facts["backend"],
         worlds=(plan.world_size,),
         batch_size=cfg.batch_size,
         varying=facts["varying"],
@@ -125,7 +134,7 @@ def _fresh_journal(cfg: TuneConfig, plan: RunPlan, facts: dict[str, Any], worklo
         compile=cfg.compile,
         knobs=cfg.knobs,
     )
-    candidates = space.first_stage(f)
+    candidates = first_stage(f)
     notes = []
     if cfg.device_memory is not None:
         notes += _estimated(cfg, plan, workload, candidates)
@@ -138,7 +147,8 @@ def _fresh_journal(cfg: TuneConfig, plan: RunPlan, facts: dict[str, Any], worklo
     return Journal(settings=_settings(cfg), facts=facts, candidates=candidates, notes=notes)
 
 
-def _estimated(cfg: TuneConfig, plan: RunPlan, workload: Workload, candidates: list) -> list[str]:
+def _estimated(cfg: TuneConfig, plan: RunPlan, workload: Workload, candidates: list[Candidate]
+               ) -> list[str]:  # fmt: skip
     """Candidates whose estimated peak (dpwise advise's memory model) is above --device-memory
     are pruned before they run; the others are held to it once measured."""
     from dpwise.advise.estimate import Settings, model_facts, per_device
@@ -219,14 +229,14 @@ def _clear(cfg: TuneConfig) -> None:
             (cfg.out / name).unlink()
 
 
-def _remove(cfg: TuneConfig, created: Any) -> None:
+def _remove(cfg: TuneConfig, created: Path | None) -> None:
     if created is not None:
         shutil.rmtree(created, ignore_errors=True)
     else:
         shutil.rmtree(journal.folder(cfg.out), ignore_errors=True)
 
 
-def _failed(cfg: TuneConfig, created: Any, first: bool, exc: DpwiseError, command: str
+def _failed(cfg: TuneConfig, created: Path | None, first: bool, exc: DpwiseError, command: str
             ) -> DpwiseError:  # fmt: skip
     """The error a search stopped with. What it measured stays, the last journal written and
     the default's reference (a full disk: the write that failed replaced nothing), and the line
@@ -253,12 +263,12 @@ def _search(cfg: TuneConfig, plan: RunPlan, started: float) -> Journal | None:
     cause and the workers start again from the journal (one node)."""
     failures = 0
     while True:
+        journal.clear_failures(cfg.out)
         try:
             # commands/tune refused a process that is already a worker: tune launches
             got = launch(plan.launch_settings, search_entry, cfg, started)
-            if 0 not in got:  # rank 0 ran on another node: its --out has the search
-                return None
-            return Journal.from_json(got[0])
+            # rank 0 returns the journal; None here: it ran on another node, whose --out has it
+            return got.get(0)
         except WorkerFailed as exc:
             j = journal.read(cfg.out)
             name = None if j is None else j.in_flight
@@ -266,7 +276,7 @@ def _search(cfg: TuneConfig, plan: RunPlan, started: float) -> Journal | None:
             if j is None or c is None or c is j.default or cfg.nnodes > 1:
                 raise
             failures += 1
-            c.state, c.reason = "failed", _cause(exc)
+            c.state, c.reason = "failed", _cause(exc, journal.failures(cfg.out), c.name)
             j.in_flight = None
             j.notes.append(f"{c.name} failed while it trained: {c.reason}")
             journal.write(cfg.out, j)
@@ -283,28 +293,17 @@ def _resumed(command: str) -> str:
     return command if command.endswith(" --resume") else f"{command} --resume"
 
 
-def _cause(exc: WorkerFailed) -> str:
-    text = str(exc)
-    marker = "CandidateFailed: "
-    if marker in (exc.details or ""):
-        text = exc.details.split(marker, 1)[1]
+def _cause(exc: WorkerFailed, recorded: list[Failure], candidate: str) -> str:
+    """Why the candidate failed, in one line: the failure its worker recorded (the rank the
+    launcher names first), else the launcher's own line (a worker killed, a native crash)."""
+    mine = [f for f in recorded if f.candidate == candidate]
+    found = next((f for f in mine if f.rank == exc.rank), mine[0] if mine else None)
+    text = str(exc) if found is None else found.message
     return text.strip().splitlines()[0][:300] if text.strip() else "its workers failed"
 
 
-def _publish(cfg: TuneConfig, j: Journal, command: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _publish(cfg: TuneConfig, j: Journal, command: str) -> tuple[dict[str, Any], render.Written]:
     doc = assemble(cfg, j, command)
-    paths = render.write(doc, cfg.out)
+    written = render.write(doc, cfg.out)
     outputs.write_json(doc, cfg.out / "results.json")
-    return doc, paths
-
-
-def _print_summary(doc: dict[str, Any], paths: dict[str, Any]) -> None:
-    from dpwise.tune.render import headline
-
-    w = doc["winner"]
-    print(headline(doc))
-    if doc.get("runner_up"):
-        r = doc["runner_up"]
-        print(f"runner-up: {r['name']}, {r['ratio']:.2f}× ({r['low']:.2f}–{r['high']:.2f}×)")
-    print(f"train with: {w['train_flags']}")
-    print(f"report: {paths['html']}  (also {paths['md']}, {paths['html'].parent / 'results.json'})")
+    return doc, written

@@ -204,7 +204,7 @@ def test_a_one_process_group_shows_no_communication_figures():
     ("share", "status", "claim"), [(0.15, "pass", "held"), (0.30, "warn", "did not hold")]
 )
 def test_the_claim_and_the_communication_check_share_one_threshold(share, status, claim):
-    from dpwise.compare.verdict import claims
+    from dpwise.compare.claims import claims
 
     runs = [run("single", 1000), run("ddp-2", 900, comm=comm(share))]
     check = checks.COMMUNICATION(context(runs))
@@ -212,7 +212,7 @@ def test_the_claim_and_the_communication_check_share_one_threshold(share, status
     ctx = context(runs)
     table = {c: c(ctx) for c in checks.CHECKS}
     assert table[checks.COMMUNICATION] == check
-    by = {c["claim"]: c["verdict"] for c in claims(runs, table, env, None)}
+    by = {c["claim"]: c["verdict"] for c in (x.to_json() for x in claims(runs, table, env, None))}
     assert check.status == status
     assert by["DDP communicates asynchronously, so steps are not stalled by gradient sync"] == claim
 

@@ -10,7 +10,7 @@ import pytest
 
 from compare_fakes import comm, context, fsdp_comm, run
 from dpwise.compare import checks
-from dpwise.compare.verdict import claims
+from dpwise.compare.claims import claims
 from dpwise.measure import profile
 from dpwise.results.filters import one_process_per_device, sharded
 
@@ -104,7 +104,7 @@ def test_fsdp_alone_on_gpus_is_measured_not_skipped():
 def _claims(runs: list, device_type: str = "cpu") -> dict[str, dict[str, str]]:
     ctx = context(runs, device_type=device_type)
     outcomes = {check: check(ctx) for check in checks.CHECKS}
-    return {c["claim"]: c for c in claims(runs, outcomes, CPU_ENV, None)}
+    return {c.claim: c.to_json() for c in claims(runs, outcomes, CPU_ENV, None)}
 
 
 def test_the_claims_gain_fsdp_s_memory_row_with_the_measured_ratio_and_its_source():

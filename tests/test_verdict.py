@@ -1,6 +1,7 @@
 from compare_fakes import comm, run
 from dpwise.compare.checks import COMMUNICATION, MEMORY, SCALABILITY
-from dpwise.compare.verdict import claims, recommend
+from dpwise.compare.claims import claims
+from dpwise.compare.verdict import recommend
 from dpwise.results.records import CheckResult
 
 CPU_ENV = {"device_type": "cpu", "gpus": 0}
@@ -72,7 +73,10 @@ def _checks(memory_ratio=None, efficiency=None, comm_figures=None):
 
 def test_claims_on_a_cpu_machine():
     runs = [run("single", 1000), run("dp", 1000), run("ddp-1", 900), run("ddp-2", 450)]
-    table = claims(runs, _checks(1.36, {1: 0.9, 2: 0.22}, {"ddp-2": comm(0.5)}), CPU_ENV, 1e-8)
+    table = [
+        c.to_json()
+        for c in claims(runs, _checks(1.36, {1: 0.9, 2: 0.22}, {"ddp-2": comm(0.5)}), CPU_ENV, 1e-8)
+    ]
     by = {c["claim"]: c for c in table}
     assert by["DDP uses ≈ 50 % less memory than DataParallel"]["verdict"] == "cannot be tested"
     assert by["DataParallel saturates around 4 GPUs"]["verdict"] == "cannot be tested"
@@ -86,7 +90,10 @@ def test_claims_on_a_cpu_machine():
 def test_claims_on_gpus():
     env = {"device_type": "cuda", "gpus": 8}
     runs = [run("single", 1000), run("dp-8", 2000), run("ddp-8", 7000, single_rate=1000)]
-    table = claims(runs, _checks(0.45, {1: 1.0, 8: 0.875}, {"ddp-8": comm(0.05)}), env, 5e-5)
+    table = [
+        c.to_json()
+        for c in claims(runs, _checks(0.45, {1: 1.0, 8: 0.875}, {"ddp-8": comm(0.05)}), env, 5e-5)
+    ]
     by = {c["claim"]: c["verdict"] for c in table}
     assert by["DDP uses ≈ 50 % less memory than DataParallel"] == "held"
     assert by["DDP finishes faster than DataParallel, especially on > 4 GPUs"] == "held"

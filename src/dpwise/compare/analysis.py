@@ -18,8 +18,9 @@ from dpwise import __version__
 from dpwise.compare import checks
 from dpwise.compare.checks import CHECKS, CheckContext
 from dpwise.compare.checks.contention import machine_load
+from dpwise.compare.claims import claims
 from dpwise.compare.settings import CompareConfig
-from dpwise.compare.verdict import claims, recommend
+from dpwise.compare.verdict import recommend
 from dpwise.diagnosis import ModelProbe
 from dpwise.diagnosis.layers import batchnorm_layers, dropout_layers
 from dpwise.diagnosis.probe import MAX_PARAMETERS
@@ -198,7 +199,7 @@ def assemble(cfg: CompareConfig, hw: Hardware, runs: list[Run], command: str, se
         recommendation=recommend(
             runs, cfg.tolerance, device_type, why.known_cause, why.untrained
         ).to_json(),
-        claims=tuple(claims(runs, outcomes, env, dp_vs_ddp)),
+        claims=tuple(c.to_json() for c in claims(runs, outcomes, env, dp_vs_ddp)),
         link_probe=link_probe(runs),
         load=machine_load(runs),
     )

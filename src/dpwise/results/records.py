@@ -327,3 +327,21 @@ class Recommendation:
             diverged=tuple(str(r) for r in _seq(d.get("diverged"))),
             vs_single=dict(_map(d.get("vs_single"))),
         )
+
+
+ClaimVerdict = Literal["held", "did not hold", "cannot be tested", "not measurable here"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One of the guide's claims (or a documented one) answered from the runs (results.json's
+    ``claims``): the claim, its source, what was measured, the verdict and why."""
+
+    claim: str
+    source: str
+    measured: str
+    verdict: ClaimVerdict
+    why: str = ""
+
+    def to_json(self) -> Json:
+        return asdict(self)

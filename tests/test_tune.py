@@ -248,14 +248,16 @@ def test_ctrl_c_keeps_what_was_measured_and_resume_finishes(tmp_path):
                             text=True, start_new_session=True)  # fmt: skip
     seen = ""
     deadline = time.monotonic() + 120
-    while "round 2:" not in seen and time.monotonic() < deadline:
+    # after the first round: a configuration without gain in its first 2 rounds is pruned, so
+    # an interruption after the second could leave the resume nothing to measure
+    while "round 1:" not in seen and time.monotonic() < deadline:
         seen += proc.stderr.readline()
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole foreground group
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "--resume` continues" in err and "Traceback" not in err
     doc = _results(out)
-    assert doc["stopped"] == "interrupted" and doc["rounds"] >= 2
+    assert doc["stopped"] == "interrupted" and doc["rounds"] >= 1
     rounds = doc["rounds"]
     got = run_cli("tune", *cmd[4:], "--resume", timeout=300)
     assert got.returncode == 0, got.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from dpwise import __version__
 from dpwise.errors import DpwiseError
@@ -16,7 +17,7 @@ READ_ONLY = ("env", "lint")  # commands that run no model: the environment is th
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is a DpwiseError: one line on stderr and exit code 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise DpwiseError(f"{message} (see '{self.prog} --help')")
 
 

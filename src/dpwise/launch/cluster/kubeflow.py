@@ -6,6 +6,7 @@ nothing about this process, which is one pod's task; dpwise launches the pod's w
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from dpwise.errors import DpwiseError
 from dpwise.launch.cluster.checks import endpoint as parse_endpoint
@@ -22,7 +23,7 @@ def detect(env: Mapping[str, str]) -> Found | None:
     low, high = _nodes(env)
     nproc = _nproc(env)
     restarts = integer(env, "PET_MAX_RESTARTS")
-    common = dict(
+    pod = Found(
         scheduler="kubeflow",
         job="Kubeflow PyTorchJob",
         per_device=False,
@@ -31,19 +32,8 @@ def detect(env: Mapping[str, str]) -> Found | None:
         nproc=nproc,
         max_restarts=None if restarts is None else Sourced(restarts, "PET_MAX_RESTARTS"),
     )
-    endpoint = env.get("PET_RDZV_ENDPOINT")
-    if endpoint:
-        host, port = parse_endpoint(endpoint, variable("PET_RDZV_ENDPOINT", env))
-        return Found(  # type: ignore[arg-type]
-            host=Sourced(host, "PET_RDZV_ENDPOINT"),
-            port=Sourced(port or C10D_PORT, "PET_RDZV_ENDPOINT" if port else "torchrun's port"),
-            rdzv_backend=Sourced(env.get("PET_RDZV_BACKEND", "c10d"), "PET_RDZV_BACKEND")
-            if "PET_RDZV_BACKEND" in env
-            else None,
-            rdzv_id=Sourced(env["PET_RDZV_ID"], "PET_RDZV_ID") if env.get("PET_RDZV_ID") else None,
-            node_rank=None,  # the c10d rendezvous assigns it
-            **common,
-        )
+    if env.get("PET_RDZV_ENDPOINT"):
+        return _rendezvous(pod, env)
     if low.value != high.value:
         raise DpwiseError(
             f"{variable(low.source, env)} is an elastic range, which "
@@ -57,12 +47,26 @@ def detect(env: Mapping[str, str]) -> Found | None:
             f"{low.source}={high.value} nodes, but PET_MASTER_ADDR/PET_MASTER_PORT/PET_NODE_RANK "
             "(or PET_RDZV_ENDPOINT) are not all set: dpwise cannot tell where the pods meet"
         )
-    return Found(  # type: ignore[arg-type]
+    return replace(
+        pod,
         host=host,
         port=port,
         node_rank=rank or Sourced(0, "one node"),
         rdzv_backend=Sourced("static", "PET_MASTER_ADDR (torchrun: static rendezvous)"),
-        **common,
+    )
+
+
+def _rendezvous(pod: Found, env: Mapping[str, str]) -> Found:
+    """The pod meets the others at PET_RDZV_ENDPOINT (c10d: the rendezvous assigns its rank)."""
+    host, port = parse_endpoint(env["PET_RDZV_ENDPOINT"], variable("PET_RDZV_ENDPOINT", env))
+    backend = env.get("PET_RDZV_BACKEND")
+    return replace(
+        pod,
+        host=Sourced(host, "PET_RDZV_ENDPOINT"),
+        port=Sourced(port or C10D_PORT, "PET_RDZV_ENDPOINT" if port else "torchrun's port"),
+        rdzv_backend=None if backend is None else Sourced(backend, "PET_RDZV_BACKEND"),
+        rdzv_id=Sourced(env["PET_RDZV_ID"], "PET_RDZV_ID") if env.get("PET_RDZV_ID") else None,
+        node_rank=None,  # the c10d rendezvous assigns it
     )
 
 

@@ -11,7 +11,7 @@ from dpwise.errors import DpwiseError
 from dpwise.launch.cluster.found import Found, Sourced, integer, job_port, master
 
 # (name, rank, size, local rank, local size)
-FAMILIES = (
+FAMILIES: tuple[tuple[str, str, str, str, str], ...] = (
     ("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
      "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
     ("MVAPICH2", "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE",
@@ -23,11 +23,10 @@ LOOPBACK = "127.0.0.1"
 
 
 def detect(env: Mapping[str, str]) -> Found | None:
-    family, rank_var, size_var, local_var, local_size_var = next(
-        (names for names in FAMILIES if names[1] in env), (None,) * 5
-    )
-    if rank_var is None:
+    names = next((names for names in FAMILIES if names[1] in env), None)
+    if names is None:
         return None
+    family, rank_var, size_var, local_var, local_size_var = names
     size = integer(env, size_var, 1)
     rank = integer(env, rank_var)
     local = integer(env, local_var)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 
 from dpwise.errors import DpwiseError
 from dpwise.launch.cluster import hostlist
@@ -63,10 +64,11 @@ def detect(env: Mapping[str, str]) -> Found | None:
     host, port = master(env)
     host = host or Sourced(hosts[0], f"first host of {list_name}")
     port = port or job_port(job_id, "the job id")
-    common = dict(scheduler="slurm", job=job, nnodes=nnodes, node_rank=node, host=host, port=port)
-    rdzv_id = Sourced(job_id, "SLURM_JOB_ID")
+    per_node_task = Found(scheduler="slurm", job=job, per_device=False, nnodes=nnodes,
+                          node_rank=node, host=host, port=port,
+                          rdzv_id=Sourced(job_id, "SLURM_JOB_ID"))  # fmt: skip
     if tasks.value == nnodes.value:  # one task per node: dpwise starts the node's workers
-        return Found(per_device=False, rdzv_id=rdzv_id, **common)  # type: ignore[arg-type]
+        return per_node_task
     here = per_node[node.value]
     rank, local = integer(env, "SLURM_PROCID"), integer(env, "SLURM_LOCALID")
     if rank is None or local is None:
@@ -76,14 +78,13 @@ def detect(env: Mapping[str, str]) -> Found | None:
             f"environment variables SLURM_PROCID={rank} / SLURM_LOCALID={local} lie outside "
             f"{tasks.source}={tasks.value} / {here.source} ({here.value} on this node)"
         )
-    return Found(  # type: ignore[arg-type]
+    return replace(
+        per_node_task,
         per_device=True,
         nproc=here,
         rank=Sourced(rank, "SLURM_PROCID"),
         local_rank=Sourced(local, "SLURM_LOCALID"),
         world_size=tasks,
-        rdzv_id=rdzv_id,
-        **common,
     )
 
 

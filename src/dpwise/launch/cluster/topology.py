@@ -13,12 +13,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from dpwise.errors import DpwiseError
 from dpwise.launch.cluster import checks, elastic, kubeflow, mpi, skypilot, slurm
 from dpwise.launch.cluster.found import Found, Sourced
 from dpwise.launch.netaddr import split_endpoint
+
+Mode: TypeAlias = Literal["local", "launch", "worker"]
+"""What dpwise does on this node (the module's doc): launch nothing but run as on one machine,
+launch the node's workers, or be one worker."""
 
 # The order schedulers are read in: a launcher that is already running (its workers' variables
 # are the most specific), then SLURM, Kubeflow, MPI and SkyPilot; Open MPI's and MVAPICH2's
@@ -92,8 +96,9 @@ def _exported(found: Found, env: Mapping[str, str]) -> Found:
     SLURM's or MPI's (``export RANK=$SLURM_PROCID``). Where that scheduler runs this process
     per device with the same rank, its view is the fuller one (nodes, tasks per node)."""
     theirs = _per_device_scheduler(env)
-    same = theirs is not None and theirs.rank is not None and found.rank is not None
-    return theirs if same and theirs.rank.value == found.rank.value else found
+    if theirs is None or theirs.rank is None or found.rank is None:
+        return found
+    return theirs if theirs.rank.value == found.rank.value else found
 
 
 def _markers(cluster: str) -> str:
@@ -108,7 +113,7 @@ def _markers(cluster: str) -> str:
 @dataclass(frozen=True, kw_only=True)
 class Topology:
     found: Found | None
-    mode: str  # local, launch, worker
+    mode: Mode
     values: dict[str, Sourced] = field(default_factory=dict)  # the settings it resolved
 
     @property

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from dpwise.launch.env import DistEnv
 from dpwise.strategies.base import OptionValue, WholeModel
 from dpwise.strategies.ddp_guard import GuardedDDP
 from dpwise.strategies.hooks import (
@@ -75,11 +76,25 @@ class DDPStrategy(WholeModel, ProcessGroupStrategy):
     )
     name = traits.name
 
+    def __init__(
+        self,
+        env: DistEnv,
+        backend: str,
+        device_type: str,
+        comm_hook: Callable[..., Any] | None = None,
+        *,
+        timeout_s: float | None = None,
+        options: Mapping[str, OptionValue] | None = None,
+    ) -> None:
+        """``comm_hook``: a hook registered as it is instead of --comm-hook's (a test's counter)."""
+        self._given_hook = comm_hook
+        super().__init__(env, backend, device_type, timeout_s=timeout_s, options=options)
+
     def _configure(self) -> None:
         self.options = ddp_kwargs(self.settings)
         unused = bool(self.settings.get("find_unused_parameters"))
         name = str(self.settings.get("comm_hook") or "none")
-        self.hooks = CommHooks(name, self.backend, unused)
+        self.hooks = CommHooks(name, self.backend, unused, self._given_hook)
         self._wrapped: list[weakref.ref[nn.Module]] = []
 
     def wrap(self, model: nn.Module) -> nn.Module:

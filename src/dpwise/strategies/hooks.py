@@ -85,8 +85,15 @@ class CommHooks:
     """The hook one DDP strategy registers on each wrapper it builds, and the state each keeps
     (by wrapper: a wrapper that dies takes its state with it)."""
 
-    def __init__(self, name: str, backend: str, find_unused: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        backend: str,
+        find_unused: bool,
+        given: Callable[..., Any] | None = None,
+    ) -> None:
         self.name = name  # "none", "fp16", "bf16" or "powersgd"
+        self.given = given  # a hook registered as it is, stateless, instead of name's
         self.backend = backend
         self.find_unused = find_unused
         self._states: weakref.WeakKeyDictionary[nn.Module, PowerSGD] = weakref.WeakKeyDictionary()
@@ -97,6 +104,9 @@ class CommHooks:
 
     def register(self, wrapped: DistributedDataParallel, model: nn.Module) -> None:
         """Register this strategy's hook (if any) on a wrapper of ``model``."""
+        if self.given is not None:
+            wrapped.register_comm_hook(None, self.given)
+            return
         if self.name == "none":
             return
         state, hook = comm_hook(self.name, self.backend, model, self.find_unused)

@@ -1,7 +1,8 @@
 """Owns: one file per strategy, the registry, the traits, and the contract (base.py: the Strategy
 protocol, the StrategySpec it is built from and the StrategyFacts it describes its run with);
 process_group.py, the base ddp and fsdp share as siblings (the group, rank, collectives);
-hooks.py, DDP's communication hooks (powersgd.py: PowerSGD's checkpointable state).
+hooks.py, DDP's communication hooks (powersgd.py: PowerSGD's checkpointable state); fsdp_views.py,
+FSDP2's view-tensor warning filtered in a scope and said once.
 May import: launch, diagnosis, errors
 Imported by: advise, commands, compare, link, report, results, train, tune
 

@@ -23,10 +23,7 @@ the whole state in host memory while it writes, which a model that fits the host
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-import sys
-import warnings
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, cast
@@ -36,12 +33,11 @@ from torch import nn
 
 from dpwise.errors import DpwiseError
 from dpwise.strategies.base import NoHookState, StrategyFacts
+from dpwise.strategies.fsdp_views import note_views, view_warning_hidden
 from dpwise.strategies.process_group import ProcessGroupStrategy
 from dpwise.strategies.traits import OWN, Traits
 
 if TYPE_CHECKING:
-    from torch.utils.hooks import RemovableHandle
-
     from dpwise.launch.env import DistEnv
     from dpwise.strategies.base import StrategySpec
 
@@ -148,7 +144,9 @@ class FSDPStrategy(NoHookState, ProcessGroupStrategy):
         # "model": the whole model is one unit (the root's); "blocks": each repeated block
         self.whole_model = self.settings.get("shard_units", "blocks") == "model"
         self.units: list[str] = []  # what wrap() sharded, for describe()
-        self._scope = ExitStack()  # what holds while a sharded model lives (_view_warning_hidden)
+        self._scope = (
+            ExitStack()
+        )  # what holds while a sharded model lives (fsdp_views.view_warning_hidden)
 
     @classmethod
     def refuses(cls, model: nn.Module, device_type: str, varying: str = "") -> str | None:
@@ -205,9 +203,9 @@ class FSDPStrategy(NoHookState, ProcessGroupStrategy):
         # the root is left to FSDP2's default (its parameters are needed again first in backward)
         fsdp.fully_shard(model, mesh=mesh, mp_policy=policy)
         self.units = [name for name, _ in units] + [ROOT]
-        self._scope.enter_context(_view_warning_hidden())
+        self._scope.enter_context(view_warning_hidden())
         if self.is_main:
-            _note_views([unit for _, unit in units] + [model])
+            note_views([unit for _, unit in units] + [model])
         return model
 
     def unwrap(self, model: nn.Module) -> nn.Module:
@@ -266,61 +264,6 @@ class FSDPStrategy(NoHookState, ProcessGroupStrategy):
             notes=(f"fsdp shards {len(self.units)} unit(s): {', '.join(self.units)}",),
             sharded_units=tuple(self.units),
         )
-
-
-VIEW_WARNING = r"FSDP2-wrapped module \(.*\) returned a view tensor"
-"""FSDP2's warning (torch.distributed.fsdp's _fsdp_state), as a warnings filter matches it."""
-VIEW_NOTE = (
-    "dpwise: note: FSDP2 warns that a sharded unit ({units}) returns a view: an in-place op on "
-    "that output before backward (x += y) would skip the unit's all-gather and give wrong "
-    "gradients. It applies only if the model or loss changes the output in place; dpwise's loop "
-    "does not. Whether gradients went wrong shows in the parameters: `dpwise compare "
-    "--strategies single,fsdp` fails its convergence check if they did."
-)
-_NOTED: list[bool] = []  # VIEW_NOTE is said once per process
-
-
-@contextmanager
-def _view_warning_hidden() -> Iterator[None]:
-    """FSDP2 warns once per unit and step that a unit returned a view, without saying whether it
-    matters: while a sharded model lives (wrap to release) that warning is filtered out, the
-    process's other warnings untouched; _note_views says it once, with when it applies."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=VIEW_WARNING, category=UserWarning)
-        yield
-
-
-def _note_views(modules: list[nn.Module]) -> None:
-    """Say VIEW_NOTE (once per process) when one of the sharded ``modules`` first returns a view
-    that requires grad in a forward with grad enabled: the case FSDP2 warns of. The hooks go as
-    soon as it is said."""
-    if _NOTED:
-        return
-    handles: list[RemovableHandle] = []
-
-    def seen(module: nn.Module, args: Any, output: Any) -> None:
-        if not _NOTED and torch.is_grad_enabled() and _holds_view(output):
-            _NOTED.append(True)
-            print(VIEW_NOTE.format(units=type(module).__name__), file=sys.stderr)
-        if _NOTED:
-            for handle in handles:
-                handle.remove()
-
-    handles.extend(module.register_forward_hook(seen) for module in modules)
-
-
-def _holds_view(output: Any) -> bool:
-    """A tensor in ``output`` (itself, or within dicts, lists, tuples and dataclasses, as FSDP2
-    looks) requires grad and is a view of another."""
-    if isinstance(output, torch.Tensor):
-        return output.requires_grad and output._base is not None
-    if isinstance(output, dict):
-        return any(_holds_view(v) for v in output.values())
-    if isinstance(output, (list, tuple)):
-        return any(_holds_view(v) for v in output)
-    if dataclasses.is_dataclass(output) and not isinstance(output, type):
-        return any(_holds_view(getattr(output, f.name)) for f in dataclasses.fields(output))
-    return False
 
 
 def _full() -> Any:

@@ -30,6 +30,7 @@ from dpwise.link.probe import probe_link
 from dpwise.link.settings import MIN_PROBE_BYTES
 from dpwise.results.records import DevicePeak, Memory, Run, Spread
 from dpwise.strategies import make_strategy, traits
+from dpwise.strategies.base import StrategyFacts
 from dpwise.strategies.traits import VISIBLE
 from dpwise.train.plan import RunPlan, resolve
 from dpwise.workload.spec import workload_for
@@ -173,10 +174,10 @@ def _record(spec, strategy, threads, timing, first, probe, ranks, final, trace) 
         label=spec.label,
         strategy=spec.strategy,
         world_size=spec.world_size,
-        backend=facts["backend"],
+        backend=facts.backend,
         devices=tuple(_devices(spec, facts, ranks)),
         threads_per_process=threads,
-        notes=tuple(facts["notes"]),
+        notes=facts.notes,
         epoch_seconds=Spread.from_json(timing["epoch_seconds"]),
         samples_per_s=Spread.from_json(timing["samples_per_s"]),
         other_cpu_share=Spread.from_json(timing["other_cpu_share"]),
@@ -193,10 +194,10 @@ def _record(spec, strategy, threads, timing, first, probe, ranks, final, trace) 
     )
 
 
-def _devices(spec: RunSpec, facts: dict[str, Any], ranks: list[dict[str, Any]]) -> list[str]:
+def _devices(spec: RunSpec, facts: StrategyFacts, ranks: list[dict[str, Any]]) -> list[str]:
     """Each process's own device, or every device the one process drives."""
     if traits(spec.strategy).devices == VISIBLE:
-        return list(facts["devices"])
+        return list(facts.devices)
     return [m["device"] for m in ranks]
 
 

@@ -1,5 +1,8 @@
 """Owns: one file per strategy, the registry, the traits, and the contract (base.py: the Strategy
-protocol and the StrategySpec it is built from).
+protocol, the StrategySpec it is built from and the StrategyFacts it describes its run with);
+process_group.py, the base ddp and fsdp share as siblings (the group, rank, collectives);
+hooks.py, DDP's communication hooks (powersgd.py: PowerSGD's checkpointable state); fsdp_views.py,
+FSDP2's view-tensor warning filtered in a scope and said once.
 May import: launch, diagnosis, errors
 Imported by: advise, commands, compare, link, report, results, train, tune
 
@@ -40,13 +43,17 @@ __all__ = [
     "unregister",
 ]
 
-_REGISTRY: dict[str, str | type] = {}  # name -> "module:Class", or the class itself
+_REGISTRY: dict[str, str | type[Strategy]] = {}  # name -> "module:Class", or the class itself
 _NAMED_ONLY: set[str] = set()  # compared only when --strategies names them
 _MULTIPROCESS: set[str] = set()  # their traits say multiprocess (checked when the class loads)
 
 
 def register(
-    name: str, target: str | type, *, compared_by_default: bool = True, multiprocess: bool = False
+    name: str,
+    target: str | type[Strategy],
+    *,
+    compared_by_default: bool = True,
+    multiprocess: bool = False,
 ) -> None:
     """Make ``name`` a strategy: ``target`` is its class or "package.module:Class".
 
@@ -82,7 +89,7 @@ def names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def strategy_class(name: str) -> type:
+def strategy_class(name: str) -> type[Strategy]:
     target = _REGISTRY.get(name)
     if target is None:
         raise DpwiseError(f"--strategy {name!r} is not one of {', '.join(names())}")

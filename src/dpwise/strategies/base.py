@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeAlias, runtime_checkable
 
 import torch
 from torch import nn
@@ -13,6 +13,10 @@ from torch import nn
 from dpwise.launch.env import DistEnv
 from dpwise.launch.settings import DEFAULT_TIMEOUT_S
 from dpwise.strategies.traits import Traits
+
+OptionValue: TypeAlias = bool | float | str | None
+"""A strategy's own setting (a TrainConfig field its traits' ``options`` name): a switch, a size
+(--bucket-cap-mb) or a choice (--comm-hook, --shard-units)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,8 +33,22 @@ class StrategySpec:
     """GPUs one process splits each batch over (DataParallel's); 0: the process's one device."""
     timeout_s: float = DEFAULT_TIMEOUT_S
     """Seconds a collective waits for a peer (--timeout)."""
-    options: Mapping[str, bool] = field(default_factory=dict)
+    options: Mapping[str, OptionValue] = field(default_factory=dict)
     """The settings only this strategy takes (its traits' ``options``), by name."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StrategyFacts:
+    """What a strategy says of its run (``describe()``), for metrics.json and compare's runs."""
+
+    devices: tuple[str, ...]
+    """The devices its memory is measured on (its traits' ``devices``)."""
+    backend: str | None
+    """The process group's backend; None where there is no group."""
+    notes: tuple[str, ...] = ()
+    """Lines the run's output and results repeat (dp's CPU pass-through, fsdp's units)."""
+    sharded_units: tuple[str, ...] | None = None
+    """What a sharding strategy shards, in order (fsdp.unit_names); None where nothing is."""
 
 
 @runtime_checkable
@@ -119,11 +137,23 @@ class Strategy(Protocol):
         """Free what wrap() built that still holds the process group, then the group itself;
         a no-op where there is none."""
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> StrategyFacts:
         """Facts for metrics.json: devices, backend, notes."""
 
 
-class WholeModel:
+class NoHookState:
+    """The hook-state methods of a strategy without a communication hook (single, dp, fsdp)."""
+
+    def hook_state_dict(self, model: nn.Module) -> list[dict[str, Any]] | None:
+        return None  # no communication hook: nothing beyond the model and the optimizer
+
+    def load_hook_state_dict(
+        self, model: nn.Module, states: list[dict[str, Any]] | None, settle: Callable[[], None]
+    ) -> None:
+        return None
+
+
+class WholeModel(NoHookState):
     """The state hooks of a strategy whose every process holds the whole model (single, dp, ddp):
     the model goes to the process's device, and the state dicts are the unwrapped module's and
     the optimizer's own."""
@@ -151,11 +181,3 @@ class WholeModel:
         self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
     ) -> None:
         optimizer.load_state_dict(state)
-
-    def hook_state_dict(self, model: nn.Module) -> list[dict[str, Any]] | None:
-        return None  # no communication hook: nothing beyond the model and the optimizer
-
-    def load_hook_state_dict(
-        self, model: nn.Module, states: list[dict[str, Any]] | None, settle: Callable[[], None]
-    ) -> None:
-        return None

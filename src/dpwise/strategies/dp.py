@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -12,7 +13,7 @@ from dpwise.strategies.traits import VISIBLE, Traits
 
 if TYPE_CHECKING:
     from dpwise.launch.env import DistEnv
-    from dpwise.strategies.base import StrategySpec
+    from dpwise.strategies.base import StrategyFacts, StrategySpec
 
 CPU_PASS_THROUGH = (
     "dp on the CPU: torch.nn.DataParallel finds no GPU and calls the module directly, "
@@ -60,8 +61,6 @@ class DataParallelStrategy(SingleStrategy):
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
 
-    def describe(self) -> dict[str, object]:
+    def describe(self) -> StrategyFacts:
         facts = super().describe()
-        if not self.device_ids:
-            facts["notes"] = [CPU_PASS_THROUGH]
-        return facts
+        return facts if self.device_ids else replace(facts, notes=(CPU_PASS_THROUGH,))

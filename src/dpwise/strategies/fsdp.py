@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
-import torch.distributed as dist
 from torch import nn
 
 from dpwise.errors import DpwiseError
-from dpwise.strategies.ddp import DDPStrategy
+from dpwise.strategies.base import NoHookState, StrategyFacts
+from dpwise.strategies.fsdp_views import note_views, view_warning_hidden
+from dpwise.strategies.process_group import ProcessGroupStrategy
 from dpwise.strategies.traits import OWN, Traits
 
 if TYPE_CHECKING:
@@ -119,8 +120,9 @@ def unit_names(model: nn.Module) -> list[str]:
     return [name for name, _ in shard_units(model)] + [ROOT]
 
 
-class FSDPStrategy(DDPStrategy):
-    """ddp's process group, launch and collectives; the model sharded instead of replicated."""
+class FSDPStrategy(NoHookState, ProcessGroupStrategy):
+    """The process group's (ProcessGroupStrategy); the model sharded over it instead of
+    replicated, by FSDP2's ``fully_shard``."""
 
     traits = Traits(
         name="fsdp",
@@ -135,17 +137,24 @@ class FSDPStrategy(DDPStrategy):
     )
     name = traits.name
 
-    def __init__(self, env: DistEnv, backend: str, device_type: str, **kwargs: Any) -> None:
-        super().__init__(env, backend, device_type, **kwargs)
+    def _configure(self) -> None:
+        # True: each unit's parameters freed after its forward, gathered again for backward
+        # (ZeRO-3-like); False: kept gathered until backward (ZeRO-2-like)
+        self.reshard_after_forward = bool(self.settings.get("reshard_after_forward", True))
+        # "model": the whole model is one unit (the root's); "blocks": each repeated block
+        self.whole_model = self.settings.get("shard_units", "blocks") == "model"
         self.units: list[str] = []  # what wrap() sharded, for describe()
+        self._scope = (
+            ExitStack()
+        )  # what holds while a sharded model lives (fsdp_views.view_warning_hidden)
 
     @classmethod
     def refuses(cls, model: nn.Module, device_type: str, varying: str = "") -> str | None:
-        """ddp's refusals; sparse gradients (FSDP2 shards gradients as dense tensors); and
-        parameters used in some steps only (``varying``, found by running the model): FSDP2
-        reduce-scatters only the gradients each process has, packed together, so when the
-        processes used different parameters their packs do not line up (a crash, or mixed-up
-        gradients without an error)."""
+        """The process group's refusals; sparse gradients (FSDP2 shards gradients as dense
+        tensors); and parameters used in some steps only (``varying``, found by running the
+        model): FSDP2 reduce-scatters only the gradients each process has, packed together, so
+        when the processes used different parameters their packs do not line up (a crash, or
+        mixed-up gradients without an error)."""
         if varying:
             return (
                 f"--strategy fsdp: {varying} get a gradient in some steps and none in others "
@@ -168,9 +177,7 @@ class FSDPStrategy(DDPStrategy):
     @classmethod
     def from_spec(cls, spec: StrategySpec, env: DistEnv) -> FSDPStrategy:
         _api()  # an older torch is refused before any process group exists
-        built = super().from_spec(spec, env)  # ddp's: backend, device, timeout, the options
-        assert isinstance(built, FSDPStrategy)
-        return built
+        return super().from_spec(spec, env)  # backend, device, timeout and fsdp's options
 
     def place(self, model: nn.Module) -> nn.Module:
         # stays where it was built (the host): fully_shard moves each unit's parameters and
@@ -188,18 +195,17 @@ class FSDPStrategy(DDPStrategy):
 
         mesh = init_device_mesh(self.device.type, (self.world_size,))
         policy = fsdp.MixedPrecisionPolicy(reduce_dtype=torch.float32)
-        # "model": the whole model is one unit (the root's); "blocks": each repeated block
-        whole = self.settings.get("shard_units", "blocks") == "model"
-        units = [] if whole else shard_units(model)
-        # True: each unit's parameters freed after its forward, gathered again for backward
-        # (ZeRO-3-like); False: kept gathered until backward (ZeRO-2-like). The root module is
-        # left to FSDP2's default (its parameters are needed again first in backward).
-        reshard = bool(self.settings.get("reshard_after_forward", True))
+        units = [] if self.whole_model else shard_units(model)
         for _, unit in units:
-            fsdp.fully_shard(unit, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
+            fsdp.fully_shard(
+                unit, mesh=mesh, mp_policy=policy, reshard_after_forward=self.reshard_after_forward
+            )
+        # the root is left to FSDP2's default (its parameters are needed again first in backward)
         fsdp.fully_shard(model, mesh=mesh, mp_policy=policy)
         self.units = [name for name, _ in units] + [ROOT]
-        _comment_view_warning(self.is_main)
+        self._scope.enter_context(view_warning_hidden())
+        if self.is_main:
+            note_views([unit for _, unit in units] + [model])
         return model
 
     def unwrap(self, model: nn.Module) -> nn.Module:
@@ -209,7 +215,8 @@ class FSDPStrategy(DDPStrategy):
         from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
         state = get_model_state_dict(model, options=_gathered())
-        return state if self.is_main else {}
+        # full_state_dict=True: every value is a whole tensor (ValueType also allows DTensors)
+        return cast(dict[str, torch.Tensor], state) if self.is_main else {}
 
     def load_full_state_dict(self, model: nn.Module, state: dict[str, torch.Tensor]) -> None:
         from torch.distributed.checkpoint.state_dict import set_model_state_dict
@@ -225,7 +232,7 @@ class FSDPStrategy(DDPStrategy):
         state = get_optimizer_state_dict(model, optimizer, options=_gathered())
         if not self.is_main:
             return {}
-        return _by_index(state, _optimizer_names(model, optimizer))
+        return _by_index(cast(dict[str, Any], state), _optimizer_names(model, optimizer))
 
     def load_optimizer_state_dict(
         self, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
@@ -244,53 +251,19 @@ class FSDPStrategy(DDPStrategy):
     def no_sync(self, model: nn.Module) -> AbstractContextManager[None]:
         return _gradient_sync_off(model)
 
-    def release(self, model: nn.Module) -> None:
-        if dist.is_initialized():
-            dist.barrier()  # every rank's outstanding collectives are done
+    def _let_go(self, model: nn.Module) -> None:
+        self._scope.close()  # the sharded model's warning filter ends with it
 
-    def describe(self) -> dict[str, object]:
-        return {
-            "devices": [str(self.device)],
-            "backend": self.backend,
-            "notes": [f"fsdp shards {len(self.units)} unit(s): {', '.join(self.units)}"],
-            "sharded_units": list(self.units),
-        }
+    def _let_go_of_all(self) -> None:
+        self._scope.close()
 
-
-VIEW_WARNING = "returned a view tensor"
-VIEW_NOTE = (
-    "dpwise: note: FSDP2 warns that a sharded unit ({units}) returns a view: an in-place op on "
-    "that output before backward (x += y) would skip the unit's all-gather and give wrong "
-    "gradients. It applies only if the model or loss changes the output in place; dpwise's loop "
-    "does not. Whether gradients went wrong shows in the parameters: `dpwise compare "
-    "--strategies single,fsdp` fails its convergence check if they did."
-)
-_VIEW_SEEN: list[bool] = []
-
-
-def _comment_view_warning(show: bool) -> None:
-    """FSDP2's view-tensor warning, said once with whether it applies (rank 0; once per
-    process), instead of once per unit and step without comment."""
-    import re
-    import sys
-    import warnings
-
-    if _VIEW_SEEN:
-        return
-    _VIEW_SEEN.append(True)
-    original = warnings.showwarning
-
-    def show_warning(message, category, filename, lineno, file=None, line=None):  # type: ignore[no-untyped-def]
-        text = str(message)
-        if VIEW_WARNING not in text or "FSDP2" not in text:
-            return original(message, category, filename, lineno, file, line)
-        if show and len(_VIEW_SEEN) == 1:
-            _VIEW_SEEN.append(True)
-            found = re.search(r"module \(([^)]*)\)", text)
-            print(VIEW_NOTE.format(units=found.group(1) if found else "?"), file=sys.stderr)
-        return None
-
-    warnings.showwarning = show_warning
+    def describe(self) -> StrategyFacts:
+        return StrategyFacts(
+            devices=(str(self.device),),
+            backend=self.backend,
+            notes=(f"fsdp shards {len(self.units)} unit(s): {', '.join(self.units)}",),
+            sharded_units=tuple(self.units),
+        )
 
 
 def _full() -> Any:

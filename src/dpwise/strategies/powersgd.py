@@ -16,7 +16,7 @@ back into whichever bucket holds the parameter next.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -26,6 +26,8 @@ from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
 RANK = 1  # rank-1 approximations
 PLAIN_STEPS = 2  # plain all-reduces first (torch's minimum: DDP rebuilds its buckets after step 1)
 PIECES = ("error", "p", "q")
+LegacyRandomState = tuple[str, np.ndarray, int, int, float]
+"""numpy's RandomState.get_state(legacy=True): its MT19937 keys, position and Gaussian cache."""
 
 
 class PowerSGD:
@@ -53,7 +55,8 @@ class PowerSGD:
     def state_dict(self) -> dict[str, Any]:
         """This process's state, on the CPU, per parameter (see the module's doc)."""
         pieces = {**self.pool, **self._pieces()}
-        _, keys, pos, has_gauss, gauss = self.state.rng.get_state()
+        # legacy=True (the default): the tuple ("MT19937", keys, pos, has_gauss, gauss)
+        _, keys, pos, has_gauss, gauss = cast(LegacyRandomState, self.state.rng.get_state())
         rng = {"keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
                "has_gauss": int(has_gauss), "gauss": float(gauss)}  # fmt: skip
         cpu = {i: {k: t.detach().cpu().clone() for k, t in d.items()} for i, d in pieces.items()}

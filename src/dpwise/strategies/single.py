@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from dpwise.strategies.base import WholeModel
+from dpwise.strategies.base import StrategyFacts, WholeModel
 from dpwise.strategies.traits import OWN, Traits
 
 if TYPE_CHECKING:
@@ -72,5 +72,5 @@ class SingleStrategy(WholeModel):
     def memory_devices(self) -> list[torch.device]:
         return [self.device]
 
-    def describe(self) -> dict[str, object]:
-        return {"devices": [str(d) for d in self.memory_devices()], "backend": None, "notes": []}
+    def describe(self) -> StrategyFacts:
+        return StrategyFacts(devices=tuple(str(d) for d in self.memory_devices()), backend=None)

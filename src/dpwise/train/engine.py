@@ -101,11 +101,11 @@ class Loop(LoopState):
         self.result = RunResult(
             strategy=strategy.name,
             world_size=strategy.world_size,
-            backend=facts["backend"],
+            backend=facts.backend,
             device=str(strategy.device),
-            devices=list(facts["devices"]),
-            notes=list(facts["notes"]),
-            sharded_units=facts.get("sharded_units"),
+            devices=list(facts.devices),
+            notes=list(facts.notes),
+            sharded_units=None if facts.sharded_units is None else list(facts.sharded_units),
             steps_per_epoch=self.steps,
             rows_dropped_per_epoch=len(self.data)
             - self.steps * self.cfg.batch_size * self.cfg.accum_steps,

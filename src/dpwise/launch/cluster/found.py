@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from dpwise.errors import DpwiseError
 
 # SLURM's convention, as Lightning's cluster environment has it: every task of one job derives
 # the same port from the job id, and two jobs on one node rarely share its last four digits.
 PORT_BASE = 15000
+
+Scheduler: TypeAlias = Literal["torchrun", "slurm", "kubeflow", "mpi", "skypilot"]
+"""Who started this process (torchrun: a launcher's worker, whichever launcher)."""
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class Found:
     started one task on this node and dpwise launches the node's workers.
     """
 
-    scheduler: str  # torchrun, slurm, kubeflow, mpi, skypilot
+    scheduler: Scheduler
     job: str  # how the lines name it: "SLURM job 4242", "Kubeflow PyTorchJob", …
     per_device: bool
     nnodes: Sourced

@@ -23,7 +23,7 @@ def detect(env: Mapping[str, str]) -> Found | None:
     low, high = _nodes(env)
     nproc = _nproc(env)
     restarts = integer(env, "PET_MAX_RESTARTS")
-    common = Found(
+    pod = Found(
         scheduler="kubeflow",
         job="Kubeflow PyTorchJob",
         per_device=False,
@@ -32,38 +32,41 @@ def detect(env: Mapping[str, str]) -> Found | None:
         nproc=nproc,
         max_restarts=None if restarts is None else Sourced(restarts, "PET_MAX_RESTARTS"),
     )
-    endpoint = env.get("PET_RDZV_ENDPOINT")
-    if endpoint:
-        host, port = parse_endpoint(endpoint, variable("PET_RDZV_ENDPOINT", env))
-        return replace(
-            common,
-            host=Sourced(host, "PET_RDZV_ENDPOINT"),
-            port=Sourced(port or C10D_PORT, "PET_RDZV_ENDPOINT" if port else "torchrun's port"),
-            rdzv_backend=Sourced(env.get("PET_RDZV_BACKEND", "c10d"), "PET_RDZV_BACKEND")
-            if "PET_RDZV_BACKEND" in env
-            else None,
-            rdzv_id=Sourced(env["PET_RDZV_ID"], "PET_RDZV_ID") if env.get("PET_RDZV_ID") else None,
-            node_rank=None,  # the c10d rendezvous assigns it
-        )
+    if env.get("PET_RDZV_ENDPOINT"):
+        return _rendezvous(pod, env)
     if low.value != high.value:
         raise DpwiseError(
             f"{variable(low.source, env)} is an elastic range, which "
             "needs a c10d rendezvous, but PET_RDZV_ENDPOINT is not set: give the PyTorchJob an "
             "elasticPolicy with rdzvBackend c10d (the operator then sets it), or a fixed node count"
         )
-    master_host, master_port = _first(env, "PET_MASTER_ADDR", "MASTER_ADDR"), _port(env)
+    host, port = _first(env, "PET_MASTER_ADDR", "MASTER_ADDR"), _port(env)
     rank = _first_int(env, "PET_NODE_RANK", "RANK")
-    if high.value > 1 and (master_host is None or master_port is None or rank is None):
+    if high.value > 1 and (host is None or port is None or rank is None):
         raise DpwiseError(
             f"{low.source}={high.value} nodes, but PET_MASTER_ADDR/PET_MASTER_PORT/PET_NODE_RANK "
             "(or PET_RDZV_ENDPOINT) are not all set: dpwise cannot tell where the pods meet"
         )
     return replace(
-        common,
-        host=master_host,
-        port=master_port,
+        pod,
+        host=host,
+        port=port,
         node_rank=rank or Sourced(0, "one node"),
         rdzv_backend=Sourced("static", "PET_MASTER_ADDR (torchrun: static rendezvous)"),
+    )
+
+
+def _rendezvous(pod: Found, env: Mapping[str, str]) -> Found:
+    """The pod meets the others at PET_RDZV_ENDPOINT (c10d: the rendezvous assigns its rank)."""
+    host, port = parse_endpoint(env["PET_RDZV_ENDPOINT"], variable("PET_RDZV_ENDPOINT", env))
+    backend = env.get("PET_RDZV_BACKEND")
+    return replace(
+        pod,
+        host=Sourced(host, "PET_RDZV_ENDPOINT"),
+        port=Sourced(port or C10D_PORT, "PET_RDZV_ENDPOINT" if port else "torchrun's port"),
+        rdzv_backend=None if backend is None else Sourced(backend, "PET_RDZV_BACKEND"),
+        rdzv_id=Sourced(env["PET_RDZV_ID"], "PET_RDZV_ID") if env.get("PET_RDZV_ID") else None,
+        node_rank=None,  # the c10d rendezvous assigns it
     )
 
 

@@ -11,7 +11,7 @@ from dpwise.errors import DpwiseError
 from dpwise.launch.cluster.found import Found, Sourced, integer, job_port, master
 
 # (name, rank, size, local rank, local size)
-FAMILIES = (
+FAMILIES: tuple[tuple[str, str, str, str, str], ...] = (
     ("Open MPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
      "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
     ("MVAPICH2", "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE",

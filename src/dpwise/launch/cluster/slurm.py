@@ -64,18 +64,11 @@ def detect(env: Mapping[str, str]) -> Found | None:
     host, port = master(env)
     host = host or Sourced(hosts[0], f"first host of {list_name}")
     port = port or job_port(job_id, "the job id")
-    common = Found(
-        scheduler="slurm",
-        job=job,
-        per_device=False,
-        nnodes=nnodes,
-        node_rank=node,
-        host=host,
-        port=port,
-        rdzv_id=Sourced(job_id, "SLURM_JOB_ID"),
-    )
+    per_node_task = Found(scheduler="slurm", job=job, per_device=False, nnodes=nnodes,
+                          node_rank=node, host=host, port=port,
+                          rdzv_id=Sourced(job_id, "SLURM_JOB_ID"))  # fmt: skip
     if tasks.value == nnodes.value:  # one task per node: dpwise starts the node's workers
-        return common
+        return per_node_task
     here = per_node[node.value]
     rank, local = integer(env, "SLURM_PROCID"), integer(env, "SLURM_LOCALID")
     if rank is None or local is None:
@@ -86,7 +79,7 @@ def detect(env: Mapping[str, str]) -> Found | None:
             f"{tasks.source}={tasks.value} / {here.source} ({here.value} on this node)"
         )
     return replace(
-        common,
+        per_node_task,
         per_device=True,
         nproc=here,
         rank=Sourced(rank, "SLURM_PROCID"),

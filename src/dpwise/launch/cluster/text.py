@@ -24,11 +24,7 @@ def node_line(topo: Topology, workers: int, workers_source: str) -> str | None:
     if topo.found is None:
         return None
     v = topo.values
-    nodes, node = v.get("nnodes"), v.get("node_rank")
-    where = f"node {node.value} of {nodes.value}{_said(node)}" if node and nodes else (
-        f"one of {nodes.value} nodes{_said(nodes)}, its rank given by the rendezvous"
-        if nodes else "one node"
-    )  # fmt: skip
+    where = _where(v)
     if topo.mode == "worker":
         rank, world = v["rank"], v["world_size"]
         what = (
@@ -52,6 +48,16 @@ def node_line(topo: Topology, workers: int, workers_source: str) -> str | None:
                 sources = f"{host.source[: -len(kept)]} and {port.source[: -len(kept)]}{kept}"
         line += f", rendezvous {address} ({sources})"
     return line
+
+
+def _where(values: dict[str, Sourced]) -> str:
+    """This node's place: its rank among the nodes, or one of them (the rendezvous ranks it)."""
+    nodes, node = values.get("nnodes"), values.get("node_rank")
+    if nodes is None:
+        return "one node"
+    if node is None:
+        return f"one of {nodes.value} nodes{_said(nodes)}, its rank given by the rendezvous"
+    return f"node {node.value} of {nodes.value}{_said(node)}"
 
 
 def _starter(topo: Topology) -> str:

@@ -13,12 +13,16 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from dpwise.errors import DpwiseError
 from dpwise.launch.cluster import checks, elastic, kubeflow, mpi, skypilot, slurm
 from dpwise.launch.cluster.found import Found, Sourced
 from dpwise.launch.netaddr import split_endpoint
+
+Mode: TypeAlias = Literal["local", "launch", "worker"]
+"""What dpwise does on this node (the module's doc): launch nothing but run as on one machine,
+launch the node's workers, or be one worker."""
 
 # The order schedulers are read in: a launcher that is already running (its workers' variables
 # are the most specific), then SLURM, Kubeflow, MPI and SkyPilot; Open MPI's and MVAPICH2's
@@ -109,7 +113,7 @@ def _markers(cluster: str) -> str:
 @dataclass(frozen=True, kw_only=True)
 class Topology:
     found: Found | None
-    mode: str  # local, launch, worker
+    mode: Mode
     values: dict[str, Sourced] = field(default_factory=dict)  # the settings it resolved
 
     @property

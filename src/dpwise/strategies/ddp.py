@@ -15,19 +15,9 @@ from torch.nn.parallel import DistributedDataParallel
 from dpwise.launch.env import DistEnv
 from dpwise.strategies.base import OptionValue, WholeModel
 from dpwise.strategies.ddp_guard import GuardedDDP
-from dpwise.strategies.hooks import (
-    CommHooks,
-    HookState,
-    check_comm_hook,
-    one_bucket_mb,
-    powersgd_bucket,
-)
+from dpwise.strategies.hooks import CommHooks, HookState
 from dpwise.strategies.process_group import ProcessGroupStrategy
 from dpwise.strategies.traits import OWN, Traits
-
-# the hooks' rules live in strategies.hooks; named here too for train.plan, train.preflight and
-# tune, which import them from this module
-__all__ = ["DDPKwargs", "DDPStrategy", "check_comm_hook", "one_bucket_mb", "powersgd_bucket"]
 
 
 class DDPKwargs(TypedDict, total=False):

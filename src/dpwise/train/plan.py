@@ -140,7 +140,7 @@ def _backend(cfg: TrainConfig, traits: Traits, device: str) -> str:
     if backend == "auto":
         backend = "nccl" if device == "cuda" else "gloo"
     if cfg.comm_hook != "none" and "comm_hook" in traits.options:
-        from dpwise.strategies.ddp import check_comm_hook
+        from dpwise.strategies.hooks import check_comm_hook
 
         check_comm_hook(cfg.comm_hook, backend, cfg.find_unused_parameters)
     if backend == "nccl" and device != "cuda":

@@ -82,7 +82,7 @@ def check_comm_hook(model: Any, hook: str, backend: str, bucket_cap_mb: float | 
     so is PowerSGD on gloo with buckets that split the gradients (strategies.ddp). ``model``:
     the meta-device model (None: nothing to check)."""
     from dpwise.diagnosis.layers import sparse_layers
-    from dpwise.strategies.ddp import powersgd_bucket
+    from dpwise.strategies.hooks import powersgd_bucket
 
     if model is not None:
         powersgd_bucket(hook, backend, model, bucket_cap_mb)

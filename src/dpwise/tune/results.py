@@ -12,7 +12,7 @@ from typing import Any, Literal, cast
 from dpwise import __version__, strategies
 from dpwise.compare.checks.base import Comparison, judge
 from dpwise.compare.checks.thresholds import CONFIDENCE, SPEED_MARGIN
-from dpwise.strategies.ddp import one_bucket_mb
+from dpwise.strategies.hooks import one_bucket_mb
 from dpwise.tune.journal import Candidate, Journal, SearchFacts, Steps
 from dpwise.tune.space import TuneConfig
 

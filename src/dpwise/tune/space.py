@@ -266,7 +266,7 @@ def bucket_sizes(gradient_bytes: int) -> list[float]:
     """A few sizes around the model's gradients: smaller (more overlap with backward), larger
     (fewer all-reduce calls), the whole model in one bucket. A size at or above the gradients
     buckets like DDP's default when the default holds them all already."""
-    from dpwise.strategies.ddp import one_bucket_mb  # imports torch: not before the parser
+    from dpwise.strategies.hooks import one_bucket_mb  # imports torch: not before the parser
 
     mb = gradient_bytes / 2**20
     sizes: list[float] = []

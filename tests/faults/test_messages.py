@@ -14,7 +14,7 @@ import disks
 import pytest
 import torch
 
-from conftest import FIXTURES, child_env
+from conftest import FIXTURES, child_env, run_cli
 
 TINY = ["--model", "userpkg:tiny_model", "--data", "userpkg:tiny_data", "--batch-size", "8"]
 
@@ -122,10 +122,12 @@ def test_a_factory_that_exits_is_named_with_its_code(tmp_path: Path, run_here, m
     )
 
 
-def test_a_stray_torchelastic_run_id_is_ignored(tmp_path: Path, run_here, monkeypatch) -> None:
-    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "stray")  # read from os.environ, here as in a shell
+@pytest.mark.slow
+def test_a_stray_torchelastic_run_id_is_ignored(tmp_path: Path) -> None:
+    """A fresh process: in this one the fork server (started once, by whichever test is first)
+    would keep the stray variable for every later test's processes, or never see it."""
     args = ["train", *TINY, "--strategy", "ddp", "--nproc", "2", "--max-steps", "2", "--quiet"]
-    proc = run_here(*args, "--out", str(tmp_path / "o"))
+    proc = run_cli(*args, "--out", str(tmp_path / "o"), env={"TORCHELASTIC_RUN_ID": "stray"})
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "o" / "final.pt").exists()
 

@@ -93,16 +93,14 @@ def test_the_command_line_prints_one_line_and_exits_2(tmp_path):
     assert not out.exists()
 
 
-@pytest.mark.slow
-def test_compare_stops_on_a_misfit_with_one_line_and_no_report(tmp_path):
+def test_compare_stops_on_a_misfit_with_one_line_and_no_report(tmp_path, run_here):
     out = tmp_path / "cmp"
-    proc = run_cli(
+    proc = run_here(
         "compare",
         "--quiet",
         *MODEL,
         *("--data", "misfits:wrong_features", "--strategies", "single", "--batch-size", "16"),
         *("--epochs", "2", "--max-steps", "2", "--repeats", "1", "--out", str(out)),
-        timeout=300,
     )
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()

@@ -1,6 +1,7 @@
 """Damaged, foreign or misplaced checkpoints: one line, exit 2; a killed write leaves no litter."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import time
 import pytest
 import torch
 
-from conftest import child_env
+from conftest import FIXTURES, child_env
 from dpwise.cli import main
 from helpers_train import train_here
 
@@ -17,10 +18,20 @@ TINY = {"model": "userpkg:tiny_model", "data": "userpkg:tiny_data", "batch_size"
 TINY_ARGS = ["--model", "userpkg:tiny_model", "--data", "userpkg:tiny_data", "--batch-size", "8"]
 
 
+@pytest.fixture(scope="module")
+def _trained(tmp_path_factory):
+    """One run's folder for the whole file: each test damages its own copy."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(FIXTURES))
+        out = tmp_path_factory.mktemp("saved")
+        train_here(out, epochs=2, max_steps=12, checkpoint_every=6, **TINY)
+    return out
+
+
 @pytest.fixture
-def saved(tmp_path, userpkg):
+def saved(tmp_path, userpkg, _trained):
     """A real checkpoint of the tiny workload (8 steps per epoch), written mid-epoch 2."""
-    train_here(tmp_path, epochs=2, max_steps=12, checkpoint_every=6, **TINY)
+    shutil.copytree(_trained, tmp_path, dirs_exist_ok=True)
     return tmp_path / "checkpoint.pt"
 
 
@@ -136,9 +147,18 @@ def test_temporary_file_of_a_killed_write_is_removed_by_the_next_run(tmp_path, u
     assert not (out / "checkpoint.pt").exists()  # the half-written one never became it
 
 
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> dict:
+    """The uninterrupted run's metrics, for both cuts."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(FIXTURES))
+        return train_here(tmp_path_factory.mktemp("straight"), epochs=3, **TINY)[1]
+
+
 @pytest.mark.parametrize("max_steps", [12, 11])  # 12: a checkpoint mid-loop; 11: at the end
-def test_metrics_after_a_mid_epoch_resume_hold_the_whole_run(tmp_path, userpkg, max_steps):
-    _, straight = train_here(tmp_path / "a", epochs=3, **TINY)
+def test_metrics_after_a_mid_epoch_resume_hold_the_whole_run(
+    tmp_path, userpkg, max_steps, straight
+):
     train_here(tmp_path / "b", epochs=3, max_steps=max_steps, checkpoint_every=6, **TINY)
     _, resumed = train_here(
         tmp_path / "b", epochs=3, resume=tmp_path / "b" / "checkpoint.pt", **TINY

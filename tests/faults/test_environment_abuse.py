@@ -92,6 +92,7 @@ def test_a_temporary_folder_too_deep_for_a_unix_socket_still_launches(tmp_path):
     deep.mkdir(parents=True)
     proc = subprocess.run(
         [sys.executable, "-m", "dpwise", "train", "--strategy", "ddp", "--nproc", "2",
+         "--model", "userpkg:tiny_model", "--data", "userpkg:tiny_data", "--batch-size", "8",
          "--max-steps", "2", "--quiet"],
         capture_output=True, text=True, env=child_env({"TMPDIR": str(deep)}), timeout=300,
     )  # fmt: skip

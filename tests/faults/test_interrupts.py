@@ -60,12 +60,12 @@ def test_workers_start_with_ctrl_c_held_even_through_multiprocessing_spawn(userp
     """multiprocessing's resource tracker unblocks SIGINT as it starts: held must survive it."""
     import multiprocessing
 
-    import hangpkg
+    import sigmask  # no torch: the child's start is the resource tracker's, not an import's
 
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.SimpleQueue()
     with interrupts.children_held():
-        proc = ctx.Process(target=hangpkg.report_blocked_signals, args=(queue,))
+        proc = ctx.Process(target=sigmask.report_blocked_signals, args=(queue,))
         proc.start()
     proc.join(120)
     assert {int(signal.SIGINT), int(signal.SIGTERM)} <= set(queue.get())
@@ -144,6 +144,7 @@ def test_sigterm_stops_a_single_process_train_like_ctrl_c(tmp_path):
 def test_ctrl_c_stops_a_compare_while_its_ddp_workers_run(tmp_path):
     out = tmp_path / "out"
     run = LiveRun(tmp_path / "tmp", "compare", *SMALL, "--epochs", "2", "--repeats", "10000",
+                  "--strategies", "ddp", "--world-sizes", "2",  # single (a run process) and ddp × 2
                   "--quiet", "--out", str(out))  # fmt: skip
     try:
         run.wait_for(lambda: len(run.worker_pids()) == 2, 240, "the ddp × 2 run's workers")

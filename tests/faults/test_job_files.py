@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import FIXTURES_MIGRATE, run_cli
+from conftest import FIXTURES_MIGRATE
 
 ADVISE = ["advise", "--gpus", "8", "--nodes", "2", "--params", "1B"]
 SCRIPT = FIXTURES_MIGRATE / "flat_single.py"
@@ -89,22 +89,22 @@ def mounts(tmp_path: Path):
 # 1. a read-only folder: one line before anything is written
 
 
-def test_advise_job_into_a_read_only_folder_is_one_line(tmp_path: Path, mounts) -> None:
+def test_advise_job_into_a_read_only_folder_is_one_line(tmp_path: Path, mounts, run_here) -> None:
     ro = mounts("ro", "ro")
     before = _listing(tmp_path)
-    proc = run_cli(*ADVISE, "--scheduler", "slurm", "--job-out", str(ro / "job.sbatch"))
+    proc = run_here(*ADVISE, "--scheduler", "slurm", "--job-out", str(ro / "job.sbatch"))
     line = _one_line(proc)
     assert str(ro / "job.sbatch") in line and "read-only file system" in line, line
     assert proc.stdout == ""  # no answer printed before the refusal
     assert _listing(tmp_path) == before
 
 
-def test_migrate_checks_the_job_folder_before_writing_the_script(tmp_path: Path, mounts) -> None:
+def test_migrate_checks_the_job_folder_before_writing_the_script(tmp_path, mounts, run_here):
     ro = mounts("ro", "ro")
     out = tmp_path / "o8.py"
     before = _listing(tmp_path)
-    proc = run_cli("migrate", str(SCRIPT), "-o", str(out), "--scheduler", "torchrun",
-                   "--job-out", str(ro / "run.sh"))  # fmt: skip
+    proc = run_here("migrate", str(SCRIPT), "-o", str(out), "--scheduler", "torchrun",
+                    "--job-out", str(ro / "run.sh"))  # fmt: skip
     line = _one_line(proc)
     assert str(ro / "run.sh") in line and "read-only file system" in line, line
     assert not out.exists()

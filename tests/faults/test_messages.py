@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import resource
 import signal
 import subprocess
@@ -38,9 +37,9 @@ def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob("*") if p.name.endswith(".tmp"))
 
 
-def test_a_full_disk_names_the_file_and_replaces_nothing(full_fs: Path) -> None:
-    out = full_fs / "o"
-    proc = run_cli("train", "--epochs", "1", "--max-steps", "2", "--quiet", "--out", str(out))
+def test_a_full_disk_names_the_file_and_replaces_nothing(full_fs: Path, run_here) -> None:
+    out = full_fs / "o"  # the default model's final.pt (2 MB) cannot fit in 64 KiB
+    proc = run_here("train", "--epochs", "1", "--max-steps", "2", "--quiet", "--out", str(out))
     line = _one_line(proc)
     assert "no space left on device" in line and str(full_fs / "o" / "final.pt") in line
     assert _leftovers(full_fs) == []
@@ -97,26 +96,27 @@ class _Evil:
         return (Path.touch, (self.marker,))
 
 
-def test_refused_pickles_are_one_line_and_never_run(tmp_path: Path) -> None:
+def test_refused_pickles_are_one_line_and_never_run(tmp_path: Path, run_here) -> None:
     marker = tmp_path / "ran"
     torch.save({"format": "dpwise-checkpoint", "x": _Evil(marker)}, tmp_path / "evil.pt")
     (tmp_path / "plain.pkl").write_bytes(b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00}\x94.")
     for name in ("evil.pt", "plain.pkl"):
-        proc = run_cli("train", "--quiet", "--resume", str(tmp_path / name), "--out", str(tmp_path))
+        args = ["--resume", str(tmp_path / name), "--out", str(tmp_path)]
+        proc = run_here("train", "--quiet", *args)
         line = _one_line(proc)
         assert "not a readable checkpoint" in line and "\x1b[" not in line
     assert not marker.exists()
 
 
-def test_a_bad_data_arg_is_one_line() -> None:
-    line = _one_line(run_cli("train", "--quiet", "--data-arg", "samples=abc"))
+def test_a_bad_data_arg_is_one_line(run_here) -> None:
+    line = _one_line(run_here("train", "--quiet", "--data-arg", "samples=abc"))
     assert "--data-arg samples must be a positive integer, got 'abc'" in line
 
 
-def test_a_factory_that_exits_is_named_with_its_code(tmp_path: Path) -> None:
+def test_a_factory_that_exits_is_named_with_its_code(tmp_path: Path, run_here, monkeypatch) -> None:
     (tmp_path / "exiting.py").write_text("import sys\n\ndef model():\n    sys.exit(3)\n")
-    path = os.pathsep.join([str(tmp_path), child_env()["PYTHONPATH"]])
-    proc = run_cli("train", "--quiet", "--model", "exiting:model", env={"PYTHONPATH": path})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    proc = run_here("train", "--quiet", "--model", "exiting:model")
     assert _one_line(proc) == (
         "dpwise: error: --model exiting:model: the factory called sys.exit(3) instead of returning"
     )
@@ -124,16 +124,17 @@ def test_a_factory_that_exits_is_named_with_its_code(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_stray_torchelastic_run_id_is_ignored(tmp_path: Path) -> None:
+    """A fresh process: in this one the fork server (started once, by whichever test is first)
+    would keep the stray variable for every later test's processes, or never see it."""
     args = ["train", *TINY, "--strategy", "ddp", "--nproc", "2", "--max-steps", "2", "--quiet"]
     proc = run_cli(*args, "--out", str(tmp_path / "o"), env={"TORCHELASTIC_RUN_ID": "stray"})
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "o" / "final.pt").exists()
 
 
-@pytest.mark.slow
-def test_compare_with_a_factory_that_raises_leaves_no_out(tmp_path: Path) -> None:
+def test_compare_with_a_factory_that_raises_leaves_no_out(tmp_path: Path, run_here) -> None:
     out = tmp_path / "new" / "report"
     args = ["compare", "--model", "userpkg:tiny_model", "--data", "userpkg:failing_data"]
-    line = _one_line(run_cli(*args, "--epochs", "2", "--repeats", "1", "--out", str(out)))
+    line = _one_line(run_here(*args, "--epochs", "2", "--repeats", "1", "--out", str(out)))
     assert "--data userpkg:failing_data: the factory raised ValueError: no data here" in line
     assert not (tmp_path / "new").exists()

@@ -20,7 +20,9 @@ from live_run import LiveRun, children
 from dpwise.infra import scratch
 
 SMALL = ["--data", "hangpkg:data", "--batch-size", "8", "--model", "userpkg:tiny_model"]
-COMPARE = ["compare", *SMALL, "--epochs", "2", "--repeats", "10000", "--quiet"]
+# The reference run (single: a run process of its own) and ddp × 2 (a run process, its workers)
+COMPARE = ["compare", *SMALL, "--epochs", "2", "--repeats", "10000", "--quiet",
+           "--strategies", "ddp", "--world-sizes", "2"]  # fmt: skip
 FOREVER = """
 import time
 import torch

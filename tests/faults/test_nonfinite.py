@@ -10,7 +10,6 @@ import math
 import pytest
 import torch
 
-from conftest import run_cli
 from dpwise.cli import main
 from dpwise.train import finite, outputs
 
@@ -48,9 +47,11 @@ def test_compare_refuses_an_infinite_learning_rate(capsys, tmp_path):
     assert not (tmp_path / "c").exists()
 
 
-def test_a_huge_learning_rate_stops_at_the_first_nan_and_writes_no_final_weights(tmp_path):
+def test_a_huge_learning_rate_stops_at_the_first_nan_and_writes_no_final_weights(
+    tmp_path, run_here
+):
     out = tmp_path / "run"
-    proc = run_cli("train", *SMALL, "--lr", "1e30", "--checkpoint-every", "1", "--out", str(out))
+    proc = run_here("train", *SMALL, "--lr", "1e30", "--checkpoint-every", "1", "--out", str(out))
     assert proc.returncode == 2, proc.stderr
     line = _one_line(proc.stderr)
     assert "the loss became nan at step 2 (epoch 1, step 2 of the epoch)" in line
@@ -75,12 +76,11 @@ def test_non_finite_inputs_are_named_as_the_cause(tmp_path, userpkg, capsys, dat
     assert not out.exists()  # nothing was written
 
 
-@pytest.mark.slow
-def test_ddp_stops_every_worker_when_one_rank_sees_a_nan(tmp_path):
+def test_ddp_stops_every_worker_when_one_rank_sees_a_nan(tmp_path, run_here):
     """The NaN row lands on one rank: that rank stops at once, the launcher stops the other."""
     out = tmp_path / "run"
     args = ("--strategy", "ddp", "--nproc", "2", "--data", "misfits:nan_inputs")
-    proc = run_cli("train", *SMALL, *MISFITS, *args, "--out", str(out), timeout=240)
+    proc = run_here("train", *SMALL, *MISFITS, *args, "--out", str(out))
     assert proc.returncode == 2, proc.stderr
     line = _one_line(proc.stderr)
     assert "'s loss became nan at step 1" in line and "rank " in line

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import child_env, run_cli
+from conftest import child_env
 
 TINY = ["--model", "userpkg:tiny_model", "--data", "userpkg:tiny_data", "--batch-size", "8"]
 TRAIN = ["train", *TINY, "--quiet"]
@@ -45,15 +45,16 @@ def _wait_for(path: Path, proc: subprocess.Popen, what=lambda p: p.exists()) -> 
         time.sleep(0.1)
 
 
-def test_train_refuses_another_runs_checkpoint_unless_told(tmp_path: Path, run_here) -> None:
-    """The refusal in a fresh process; the runs around it in this one (dpwise.cli.main)."""
+def test_train_refuses_another_runs_checkpoint_unless_told(tmp_path: Path, run_here, capfd):
+    """Every run through dpwise.cli.main in this process: the refusal is a line and an exit
+    code, which a fresh process would only print the same."""
     out = tmp_path / "out"
     first = run_here(*TRAIN, "--epochs", "1", "--checkpoint-every", "4", "--out", str(out))
     assert first.returncode == 0, first.stderr
     before = _files(out)
     assert "checkpoint.pt" in before
 
-    refused = run_cli(*TRAIN, "--epochs", "2", "--out", str(out))
+    refused = run_here(*TRAIN, "--epochs", "2", "--out", str(out))
     _one_line_error(refused, str(out), "checkpoint.pt", "--resume", "--overwrite")
     assert _files(out) == before, "a refused run wrote into --out"
 
@@ -62,7 +63,9 @@ def test_train_refuses_another_runs_checkpoint_unless_told(tmp_path: Path, run_h
     overwritten = run_here(*TRAIN, "--epochs", "1", "--overwrite", "--out", str(out))
     assert overwritten.returncode == 0, overwritten.stderr
     assert sorted(_files(out)) == ["final.pt", "metrics.json"]  # no checkpoint of another run
-    assert "--overwrite" in run_cli("train", "--help").stdout
+    with pytest.raises(SystemExit) as helped:  # argparse's --help exits
+        run_here("train", "--help")
+    assert helped.value.code == 0 and "--overwrite" in capfd.readouterr().out
     both = run_here(*TRAIN, "--resume", "--overwrite", "--out", str(out))
     _one_line_error(both, "--resume", "--overwrite")
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
-from torch import nn
+if TYPE_CHECKING:
+    from torch import nn
 
 EXAMPLES = 3  # names shown per type before "…"
 
@@ -39,6 +40,8 @@ def layers_of(model: nn.Module, names: Iterable[str]) -> list[Layer]:
 
 def batchnorm_layers(model: nn.Module) -> list[Layer]:
     """Layers that normalise with the statistics of the batch they see (each process's share)."""
+    from torch import nn
+
     return [
         Layer(n, type(m).__name__)
         for n, m in model.named_modules()
@@ -48,6 +51,8 @@ def batchnorm_layers(model: nn.Module) -> list[Layer]:
 
 def sparse_layers(model: nn.Module) -> list[Layer]:
     """Embeddings with sparse=True: their gradients are sparse tensors."""
+    from torch import nn
+
     return [
         Layer(n, type(m).__name__)
         for n, m in model.named_modules()
@@ -58,6 +63,8 @@ def sparse_layers(model: nn.Module) -> list[Layer]:
 def dropout_layers(model: nn.Module) -> list[Layer]:
     """Random layers found by class (Dropout with p > 0, attention dropout): the fallback where
     the model's forward could not be watched."""
+    from torch import nn
+
     return [
         Layer(n, type(m).__name__)
         for n, m in model.named_modules()

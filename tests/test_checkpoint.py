@@ -8,7 +8,8 @@ from dpwise.cli import main
 from dpwise.train import checkpoint
 from helpers_train import train_here
 
-ADAMW = {"optimizer": "adamw", "lr": 1e-3}
+# The default model on a quarter of its data: 10 steps an epoch (256 rows each), not 39.
+ADAMW = {"optimizer": "adamw", "lr": 1e-3, "data_args": {"samples": 2560}}
 
 
 def test_resume_after_epoch_one_matches_an_uninterrupted_run(tmp_path):
@@ -17,20 +18,21 @@ def test_resume_after_epoch_one_matches_an_uninterrupted_run(tmp_path):
     resumed, metrics = train_here(
         tmp_path / "b", epochs=2, resume=tmp_path / "b" / "checkpoint.pt", **ADAMW
     )
-    assert metrics["resumed_at_step"] == 39 and metrics["global_steps"] == 78
-    assert len(metrics["losses"]) == 78 and len(metrics["epochs"]) == 2
+    assert metrics["resumed_at_step"] == 10 and metrics["global_steps"] == 20
+    assert len(metrics["losses"]) == 20 and len(metrics["epochs"]) == 2
     assert max_abs_diff(straight, resumed) <= 1e-6
 
 
 def test_resume_mid_epoch_with_fp16_scaler_and_rng(tmp_path):
     common = {"precision": "fp16", "momentum": 0.9, "model": "transformer", "batch_size": 32}
     # dropout consumes the RNG: it must be restored
-    common["model_args"] = {"dropout": 0.1, "layers": 1, "dim": 32, "heads": 2}
-    common["data_args"] = {"samples": 512}
+    # 8 steps an epoch of 8-token sequences; cut in the second epoch's middle
+    common["model_args"] = {"dropout": 0.1, "layers": 1, "dim": 32, "heads": 2, "seq_len": 8}
+    common["data_args"] = {"samples": 256, "seq_len": 8}
     straight, _ = train_here(tmp_path / "a", epochs=2, **common)
-    train_here(tmp_path / "b", epochs=2, max_steps=24, checkpoint_every=12, **common)
+    train_here(tmp_path / "b", epochs=2, max_steps=12, checkpoint_every=6, **common)
     state = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)
-    assert state["position"] == {"epoch": 1, "step_in_epoch": 8, "global_steps": 24}
+    assert state["position"] == {"epoch": 1, "step_in_epoch": 4, "global_steps": 12}
     assert state["scaler"]["scale"] > 0
     resumed, _ = train_here(
         tmp_path / "b", epochs=2, resume=tmp_path / "b" / "checkpoint.pt", **common
@@ -42,9 +44,10 @@ def test_resume_mid_epoch_with_fp16_scaler_and_rng(tmp_path):
 def test_ddp_resume_matches_an_uninterrupted_ddp_run(tmp_path, run_here):
     """Through the command in this process: its launched workers are what resume."""
     base = ["train", "--strategy", "ddp", "--nproc", "2", "--quiet", "--momentum", "0.9"]
+    base += ["--data-arg", "samples=2560"]  # 10 steps an epoch: the checkpoint is mid-epoch
     runs = [
         [*base, "--epochs", "2", "--out", str(tmp_path / "a")],
-        [*base, "--epochs", "1", "--checkpoint-every", "20", "--out", str(tmp_path / "b")],
+        [*base, "--epochs", "1", "--checkpoint-every", "6", "--out", str(tmp_path / "b")],
         [*base, "--epochs", "2", "--resume", "--out", str(tmp_path / "b")],
     ]
     for args in runs:

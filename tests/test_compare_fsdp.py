@@ -178,6 +178,7 @@ def test_compare_with_fsdp_measures_the_memory_check_and_reports_both_peaks(
 ):
     out = tmp_path / "cmp"
     args = ["--strategies", "single,ddp,fsdp", "--model", "transformer", "--epochs", "2"]
+    args += ["--model-arg", "dim=32", "--model-arg", "heads=2"]  # its two blocks, narrower
     args += ["--world-sizes", "2"]
     args += ["--repeats", "1", "--max-steps", "4", "--profile-steps", "2", "--quiet"]
     done = run_here("compare", *args, "--out", str(out))

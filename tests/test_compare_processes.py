@@ -29,9 +29,9 @@ def test_turns_interleave_the_runs_round_by_round_and_rotate():
 
 
 @pytest.mark.slow
-def test_a_factory_error_is_one_line_exit_2_and_leaves_no_out(tmp_path):
+def test_a_factory_error_is_one_line_exit_2_and_leaves_no_out(tmp_path, run_here):
     out = tmp_path / "new" / "report"
-    proc = run_cli(
+    proc = run_here(
         "compare", *SMALL, "--model", "userpkg:not_a_module", "--data", "userpkg:tiny_data",
         "--batch-size", "8", "--out", str(out),
     )  # fmt: skip

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import load_state, max_abs_diff, run_cli
+from conftest import load_state, max_abs_diff
 from dpwise.cli import main
 from helpers_train import train_here
 
@@ -21,17 +21,24 @@ def single(tmp_path_factory):
     return train_here(tmp_path_factory.mktemp("single"), epochs=1, max_steps=STEPS)[0]
 
 
-def _train(out, *flags):
-    proc = run_cli("train", *RUN, "--out", str(out), *flags)
-    assert proc.returncode == 0, proc.stderr
-    return load_state(out / "final.pt"), json.loads((out / "metrics.json").read_text())
+@pytest.fixture
+def train(run_here):
+    """`dpwise train RUN FLAGS` in this process (what the knobs do to the model is the claim,
+    not what a fresh process does): its final parameters and its metrics."""
+
+    def run(out, *flags):
+        proc = run_here("train", *RUN, "--out", str(out), *flags)
+        assert proc.returncode == 0, proc.stderr
+        return load_state(out / "final.pt"), json.loads((out / "metrics.json").read_text())
+
+    return run
 
 
 @pytest.mark.slow
-def test_lossless_ddp_knobs_train_singles_model(tmp_path, single):
+def test_lossless_ddp_knobs_train_singles_model(tmp_path, single, train):
     flags = ("--strategy", "ddp", "--nproc", "2", "--bucket-cap-mb", "0.01",
              "--gradient-as-bucket-view", "--static-graph")  # fmt: skip
-    state, metrics = _train(tmp_path / "ddp", *flags)
+    state, metrics = train(tmp_path / "ddp", *flags)
     assert max_abs_diff(single, state) <= 1e-5
     config = metrics["config"]
     assert (config["bucket_cap_mb"], config["gradient_as_bucket_view"]) == (0.01, True)
@@ -39,8 +46,8 @@ def test_lossless_ddp_knobs_train_singles_model(tmp_path, single):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("hook", ["fp16", "powersgd"])
-def test_compression_hooks_drift_from_single_but_train(tmp_path, single, hook):
-    state, metrics = _train(
+def test_compression_hooks_drift_from_single_but_train(tmp_path, single, hook, train):
+    state, metrics = train(
         tmp_path / hook, "--strategy", "ddp", "--nproc", "2", "--comm-hook", hook
     )
     drift = max_abs_diff(single, state)
@@ -48,13 +55,21 @@ def test_compression_hooks_drift_from_single_but_train(tmp_path, single, hook):
     assert metrics["config"]["comm_hook"] == hook
 
 
+# fsdp's knobs on the transformer: a step of it is about a second of a busy core, and a knob that
+# broke the sharded gradients would part from single's model at the first step.
+FSDP = ("--strategy", "fsdp", "--nproc", "2", "--model", "transformer", "--max-steps", "4")
+
+
+@pytest.fixture(scope="module")
+def single_transformer(tmp_path_factory):
+    out = tmp_path_factory.mktemp("single-transformer")
+    return train_here(out, epochs=1, max_steps=4, model="transformer")[0]
+
+
 @pytest.mark.slow
-def test_fsdp_without_resharding_trains_singles_model(tmp_path):
-    model = ("--model", "transformer")
-    reference = train_here(tmp_path / "single", epochs=1, max_steps=STEPS, model="transformer")[0]
-    state, _ = _train(tmp_path / "fsdp", "--strategy", "fsdp", "--nproc", "2", *model,
-                      "--no-reshard-after-forward")  # fmt: skip
-    assert max_abs_diff(reference, state) <= 1e-5
+def test_fsdp_without_resharding_trains_singles_model(tmp_path, single_transformer, train):
+    state, _ = train(tmp_path / "fsdp", *FSDP, "--no-reshard-after-forward")
+    assert max_abs_diff(single_transformer, state) <= 1e-5
 
 
 @pytest.mark.parametrize(
@@ -103,25 +118,24 @@ def test_the_knobs_reach_distributed_data_parallel(monkeypatch):
 
 
 @pytest.mark.slow
-def test_zero1_is_ddps_model_and_resumes_exactly(tmp_path):
-    ddp = ("--strategy", "ddp", "--nproc", "2", "--optimizer", "adamw")
-    plain, _ = _train(tmp_path / "ddp", *ddp)
-    sharded, metrics = _train(tmp_path / "zero1", *ddp, "--zero1", "--checkpoint-every", "5")
+def test_zero1_is_ddps_model_and_resumes_exactly(tmp_path, train):
+    ddp = ("--strategy", "ddp", "--nproc", "2", "--optimizer", "adamw", "--max-steps", "6")
+    plain, _ = train(tmp_path / "ddp", *ddp)
+    sharded, metrics = train(tmp_path / "zero1", *ddp, "--zero1", "--checkpoint-every", "3")
     assert max_abs_diff(plain, sharded) == 0.0 and metrics["config"]["zero1"] is True
     # ZeRO-1's state is spread over the workers: the checkpoint gathers it, a resume goes on
     half = tmp_path / "half"
-    _train(half, *ddp, "--zero1", "--checkpoint-every", "5", "--max-steps", "5")
-    resumed, _ = _train(half, *ddp, "--zero1", "--checkpoint-every", "5", "--resume")
+    train(half, *ddp, "--zero1", "--checkpoint-every", "3", "--max-steps", "3")
+    resumed, _ = train(half, *ddp, "--zero1", "--checkpoint-every", "3", "--resume")
     assert max_abs_diff(sharded, resumed) == 0.0
 
 
 @pytest.mark.slow
-def test_fsdp_with_the_whole_model_as_one_unit_trains_singles_model(tmp_path):
-    model = ("--model", "transformer")
-    reference = train_here(tmp_path / "single", epochs=1, max_steps=STEPS, model="transformer")[0]
-    state, metrics = _train(tmp_path / "fsdp", "--strategy", "fsdp", "--nproc", "2", *model,
-                            "--shard-units", "model")  # fmt: skip
-    assert max_abs_diff(reference, state) <= 1e-5
+def test_fsdp_with_the_whole_model_as_one_unit_trains_singles_model(
+    tmp_path, single_transformer, train
+):
+    state, metrics = train(tmp_path / "fsdp", *FSDP, "--shard-units", "model")
+    assert max_abs_diff(single_transformer, state) <= 1e-5
     assert metrics["notes"] == ["fsdp shards 1 unit(s): (root)"]
 
 
@@ -141,12 +155,12 @@ GPT2 = ("--model", "transformers:gpt2", "--batch-size", "16",
 
 
 @pytest.mark.slow
-def test_powersgd_on_gloo_keeps_every_gradient_in_one_bucket(tmp_path):
+def test_powersgd_on_gloo_keeps_every_gradient_in_one_bucket(tmp_path, train):
     """With DDP's buckets (the first is 1 MB) GPT-2's gradients take several, and PowerSGD's
     second all-reduce, started from a callback, raced the next bucket's: gloo aborted with
     "Received data size doesn't match expected size" in every run. One bucket trains."""
-    _, metrics = _train(tmp_path / "psgd", *GPT2, "--strategy", "ddp", "--nproc", "2",
-                        "--comm-hook", "powersgd", "--max-steps", "6")  # fmt: skip
+    _, metrics = train(tmp_path / "psgd", *GPT2, "--strategy", "ddp", "--nproc", "2",
+                       "--comm-hook", "powersgd", "--max-steps", "3")  # fmt: skip
     assert metrics["config"]["comm_hook"] == "powersgd"
 
 
@@ -159,8 +173,8 @@ def test_powersgd_on_gloo_keeps_every_gradient_in_one_bucket(tmp_path):
          "give sparse gradients, which DDP's communication hooks cannot compress"),
     ],
 )  # fmt: skip
-def test_hooks_the_model_cannot_take_are_one_line_before_any_worker(tmp_path, argv, said):
+def test_hooks_the_model_cannot_take_are_one_line_before_any_worker(tmp_path, run_here, argv, said):
     out = tmp_path / "out"
-    proc = run_cli("train", "--strategy", "ddp", "--nproc", "2", *argv, "--out", str(out))
+    proc = run_here("train", "--strategy", "ddp", "--nproc", "2", *argv, "--out", str(out))
     assert proc.returncode == 2 and said in proc.stderr, proc.stderr
     assert proc.stderr.strip().count("\n") <= 1 and not out.exists()  # the data line, the error

@@ -119,9 +119,13 @@ def test_the_command_starts_the_fork_server_before_it_imports_torch(command, tmp
     assert modules and modules[0].startswith("dpwise."), "it preloads its workers' module"
 
 
+# one step on 256 rows: the default's 10,000 would be made for nothing
+ONE_STEP = ["--epochs", "1", "--max-steps", "1", "--data-arg", "samples=256"]
+
+
 def test_a_single_process_train_starts_no_fork_server():
     done = subprocess.run(
-        [sys.executable, "-c", STOP_AT_SERVER, "train", "--epochs", "1", "--max-steps", "1"],
+        [sys.executable, "-c", STOP_AT_SERVER, "train", *ONE_STEP],
         capture_output=True,
         text=True,
         env=child_env(),

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import free_port, load_state, max_abs_diff, run_cli, run_module
+from conftest import free_port, load_state, max_abs_diff, run_module
 from dpwise.infra.hardware import Hardware
 from dpwise.launch.env import DistEnv
 from dpwise.strategies.fsdp import ROOT, FSDPStrategy, shard_units, unit_names
@@ -55,10 +55,11 @@ def test_units_are_the_repeated_blocks_or_else_each_child_with_parameters():
 
 # -- the equivalence contract -------------------------------------------------------------------
 @pytest.mark.slow
-def test_fsdp_ends_with_singles_parameters_on_the_default_workload(tmp_path):
-    single, _ = train_here(tmp_path / "single", epochs=1)  # across epochs: test_equivalence
-    proc = run_cli("train", "--strategy", "fsdp", "--nproc", "2", "--epochs", "1",
-                   "--out", str(tmp_path / "fsdp"))  # fmt: skip
+def test_fsdp_ends_with_singles_parameters_on_the_default_workload(tmp_path, run_here):
+    # 10 steps of it (across epochs: test_equivalence); in this process, its workers launched
+    single, _ = train_here(tmp_path / "single", epochs=1, max_steps=10)
+    proc = run_here("train", "--strategy", "fsdp", "--nproc", "2", "--epochs", "1",
+                    "--max-steps", "10", "--out", str(tmp_path / "fsdp"))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     final = load_state(tmp_path / "fsdp" / "final.pt")  # weights_only=True
     assert list(final) == list(single)  # the plain model's names, in its order
@@ -75,10 +76,12 @@ def test_fsdp_ends_with_singles_parameters_on_the_default_workload(tmp_path):
 def test_fsdp_with_accumulation_equals_single_with_a_larger_batch_on_the_transformer(
     tmp_path, fsdp_run
 ):
-    model = ["--model", "transformer", "--epochs", "1"]
+    # a quarter of its data: 4 steps of 2 micro-steps each
+    model = ["--model", "transformer", "--epochs", "1", "--data-arg", "samples=512"]
     single, _ = train_here(
-        tmp_path / "single", model="transformer", epochs=1, batch_size=128, momentum=0.9
-    )
+        tmp_path / "single", model="transformer", epochs=1, batch_size=128, momentum=0.9,
+        data_args={"samples": 512},
+    )  # fmt: skip
     fsdp_run(*FSDP2, *model, "--batch-size", "64", "--accum-steps", "2", "--momentum", "0.9",
            "--out", str(tmp_path / "fsdp"))  # fmt: skip
     final = load_state(tmp_path / "fsdp" / "final.pt")
@@ -89,9 +92,10 @@ def test_fsdp_with_accumulation_equals_single_with_a_larger_batch_on_the_transfo
 
 @pytest.mark.slow
 def test_fsdp_resumes_mid_epoch_as_if_never_stopped(tmp_path, fsdp_run):
-    base = [*FSDP2, "--optimizer", "adamw", "--epochs", "2"]
+    # the default model on a quarter of its data: 10 steps an epoch, cut at 6
+    base = [*FSDP2, "--optimizer", "adamw", "--epochs", "2", "--data-arg", "samples=2560"]
     fsdp_run(*base, "--out", str(tmp_path / "whole"))
-    fsdp_run(*base, "--max-steps", "20", "--checkpoint-every", "20", "--out", str(tmp_path / "cut"))
+    fsdp_run(*base, "--max-steps", "6", "--checkpoint-every", "6", "--out", str(tmp_path / "cut"))
     checkpoint = load_state(tmp_path / "cut" / "checkpoint.pt")
     # gathered, in the plain optimizer's layout: any strategy can resume it
     assert sorted(checkpoint["optimizer"]["state"]) == [0, 1, 2, 3]
@@ -102,7 +106,7 @@ def test_fsdp_resumes_mid_epoch_as_if_never_stopped(tmp_path, fsdp_run):
     )
     assert diff <= 1e-6
     metrics = json.loads((tmp_path / "cut" / "metrics.json").read_text())
-    assert metrics["resumed_at_step"] == 20 and metrics["global_steps"] == 2 * 39
+    assert metrics["resumed_at_step"] == 6 and metrics["global_steps"] == 2 * 10
 
 
 @pytest.mark.slow

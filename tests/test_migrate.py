@@ -174,9 +174,9 @@ def test_migrated_script_trains_the_same_model_alone_and_under_torchrun(tmp_path
 
 
 @pytest.mark.slow
-def test_verify_proves_the_guide_script_trains_the_same_model(tmp_path):
+def test_verify_proves_the_guide_script_trains_the_same_model(tmp_path, run_here):
     out = tmp_path / "dp_train_ddp.py"
-    done = run_cli("migrate", str(GUIDE / "dp_train.py"), "-o", str(out), "--verify")
+    done = run_here("migrate", str(GUIDE / "dp_train.py"), "-o", str(out), "--verify")
     assert done.returncode == 0, done.stderr
     verdict = done.stdout.strip().splitlines()[-1]
     assert verdict.startswith("verify: same model: after 4 steps")

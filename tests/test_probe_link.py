@@ -4,18 +4,17 @@ import json
 
 import pytest
 
-from conftest import run_cli
 from dpwise.cli import main
 
 SCHEMA_POINT = {"bytes", "seconds", "algbw_bytes_per_s", "busbw_bytes_per_s"}
 
 
 @pytest.mark.slow
-def test_two_processes_probe_every_op_and_write_the_same_json(tmp_path):
+def test_two_processes_probe_every_op_and_write_the_same_json(tmp_path, run_here):
     out = tmp_path / "sub" / "link.json"
     ops = "all_reduce,reduce_scatter,all_gather"
     args = ("--nproc", "2", "--device", "cpu", "--max-bytes", "64KiB", "--ops", ops)
-    proc = run_cli("probe-link", *args, "--json", "--out", str(out))
+    proc = run_here("probe-link", *args, "--json", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert json.loads(out.read_text()) == result

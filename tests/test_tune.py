@@ -193,11 +193,15 @@ def test_a_candidate_that_fails_is_recorded_as_data_by_its_worker(tmp_path):
         (["--env", "LOCAL_RANK=0", "WORLD_SIZE=2", "RANK=0"], "already a launched worker"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, says):
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, run_here, args, says):
+    """In this process, but for a launched worker's variables, which a fresh process is given:
+    a refusal comes before anything starts."""
     out = tmp_path / "t"
     env = dict(a.split("=") for a in args[1:]) if args[0] == "--env" else {}
-    args = [] if env else args  # a torchrun worker's variables: tune starts its own workers
-    got = run_cli("tune", "--nproc", "2", "--out", str(out), *args, env=env, timeout=120)
+    if env:  # a torchrun worker's variables: tune starts its own workers
+        got = run_cli("tune", "--nproc", "2", "--out", str(out), env=env, timeout=120)
+    else:
+        got = run_here("tune", "--nproc", "2", "--out", str(out), *args)
     assert got.returncode == 2, got.stderr
     lines = got.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dpwise: error:") and says in lines[0]

@@ -7,7 +7,6 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from conftest import run_cli
 from dpwise.errors import DpwiseError
 from dpwise.launch.env import DistEnv
 from dpwise.strategies.ddp import DDPStrategy
@@ -56,8 +55,9 @@ def test_the_ddp_flags_need_the_ddp_strategy(flag):
     assert TrainConfig(strategy="ddp", **{flag: True}).ddp_options[flag] is True
 
 
-def test_static_graph_is_refused_up_front_when_the_used_parameters_change(userpkg):
-    proc = run_cli("train", *SKIP, "--strategy", "ddp", "--nproc", "2", "--static-graph")
+def test_static_graph_is_refused_up_front_when_the_used_parameters_change(run_here, tmp_path):
+    out = ["--out", str(tmp_path / "out")]
+    proc = run_here("train", *SKIP, "--strategy", "ddp", "--nproc", "2", "--static-graph", *out)
     assert proc.returncode == 2
     assert "--static-graph: the parameters of 1 RandomSkip layer: 1" in proc.stderr
     assert "--find-unused-parameters" in proc.stderr and "Traceback" not in proc.stderr

@@ -40,8 +40,10 @@ def run_here(capfd, monkeypatch):
     """`dpwise ARGS` in this process, through ``dpwise.cli.main``: for tests that are about what
     a command does, not about what a fresh process does (its signals, exit, environment, process
     group, torchrun): each test of those keeps its own `run_cli`. Output is read at the file
-    descriptors, so what launched workers print is in it too, as with `run_cli`; the fixtures'
-    modules import as they do under `run_cli` (its PYTHONPATH)."""
+    descriptors: what the command prints, not always what its launched workers print (they come
+    from the fork server, whose output is where it was when an earlier test in this process
+    started it): a test of what workers print keeps `run_cli`. The fixtures' modules import as
+    they do under `run_cli` (its PYTHONPATH)."""
     from dpwise.cli import main
 
     monkeypatch.syspath_prepend(str(FIXTURES))

@@ -265,3 +265,13 @@ def test_a_run_that_diverged_is_refused_and_one_that_failed_convergence_is_warne
     (warning,) = from_results(results, situation(gpus=0)).warnings
     assert "did not reproduce the single-process run" in warning and "3.0e-02" in warning
     assert "tolerance 1.0e-04" in warning and "convergence check" in warning
+
+
+def test_the_answer_carries_every_field_of_the_rules_recommendation_in_its_order():
+    from dataclasses import asdict, fields
+
+    from dpwise.advise.rules import Recommendation, RecommendationFields
+
+    rec = Recommendation("ddp", "r", ["why"], "dp", ["more GPUs"], ["dpwise train"], 4, None)
+    assert list(RecommendationFields.__annotations__) == [f.name for f in fields(Recommendation)]
+    assert rec.answer() == asdict(rec) and list(rec.answer()) == list(asdict(rec))

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import free_port, load_state, max_abs_diff, run_module
+from conftest import free_port, load_state, max_abs_diff, run_cli, run_module
 from dpwise.infra.hardware import Hardware
 from dpwise.launch.env import DistEnv
 from dpwise.strategies.fsdp import ROOT, FSDPStrategy, shard_units, unit_names
@@ -55,11 +55,13 @@ def test_units_are_the_repeated_blocks_or_else_each_child_with_parameters():
 
 # -- the equivalence contract -------------------------------------------------------------------
 @pytest.mark.slow
-def test_fsdp_ends_with_singles_parameters_on_the_default_workload(tmp_path, run_here):
-    # 10 steps of it (across epochs: test_equivalence); in this process, its workers launched
+def test_fsdp_ends_with_singles_parameters_on_the_default_workload(tmp_path):
+    # 10 steps of it (across epochs: test_equivalence). A fresh process: what its workers print
+    # is the claim too, and a fork server an earlier test started in this process would print
+    # it elsewhere
     single, _ = train_here(tmp_path / "single", epochs=1, max_steps=10)
-    proc = run_here("train", "--strategy", "fsdp", "--nproc", "2", "--epochs", "1",
-                    "--max-steps", "10", "--out", str(tmp_path / "fsdp"))  # fmt: skip
+    proc = run_cli("train", "--strategy", "fsdp", "--nproc", "2", "--epochs", "1",
+                   "--max-steps", "10", "--out", str(tmp_path / "fsdp"))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     final = load_state(tmp_path / "fsdp" / "final.pt")  # weights_only=True
     assert list(final) == list(single)  # the plain model's names, in its order

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from dpwise import strategies
 from dpwise.advise.estimate import (
@@ -139,11 +139,38 @@ def _from_run(req: AdviseRequest, results: dict[str, Any] | None) -> AdviseReque
     )
 
 
+class Projected(TypedDict):
+    devices: int
+    points: list[Any]  # projection.cite's points, as results.json holds them
+
+
+class Answer(TypedDict, total=False):
+    """`dpwise advise`'s answer (its --json document; advise.text says it): the rules'
+    Recommendation's fields, then what it was weighed on."""
+
+    strategy: str
+    rule: str
+    reasons: list[str]
+    runner_up: str | None
+    changes: list[str]
+    launch: list[str]
+    world_size: int
+    measurement_status: str | None
+    inconclusive_reason: str | None
+    warnings: list[str]
+    projection: Projected | None
+    measured: bool
+    memory: dict[str, StrategyEstimate] | None
+    model: dict[str, Any] | None  # ModelFacts as JSON
+    facts: dict[str, dict[str, Any]]  # each Fact as JSON: value, source, note
+    job: dict[str, Any]  # added by the command when it writes a job script
+
+
 def _busiest(estimate: StrategyEstimate) -> dict[str, int]:
     return max(estimate["per_device"], key=lambda d: d["bytes"])["breakdown"]
 
 
-def advise(req: AdviseRequest) -> dict[str, Any]:
+def advise(req: AdviseRequest) -> Answer:
     results = None if req.from_results is None else load_results(req.from_results)
     run_req = _from_run(req, results)
     facts = gather(
@@ -184,9 +211,9 @@ def advise(req: AdviseRequest) -> dict[str, Any]:
         devices = req.devices or (gpus * nodes if req.gpus else DEFAULT_DEVICES)
         sentences, points = cite(results.get("projection"), req.link, devices)
         rec.reasons = [*rec.reasons, *sentences]
-        projected = {"devices": devices, "points": points}
+        projected = Projected(devices=devices, points=points)
     return {
-        **rec.to_dict(),
+        **rec.answer(),
         "projection": projected,
         "measured": results is not None,
         "memory": memory,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from dpwise.advise import kinds
 from dpwise.advise.facts import Fact
@@ -22,6 +22,19 @@ from dpwise.strategies import traits
 SINGLE, DP, DDP, FSDP = "single", "dp", "ddp", "fsdp"
 HEADROOM = 0.9  # a device is "full" at 90 % of its memory: allocator fragmentation, CUDA context
 LARGE_SHARE = 0.5  # a model whose single-device peak exceeds half the device is "large"
+
+
+class RecommendationFields(TypedDict):
+    strategy: str
+    rule: str
+    reasons: list[str]
+    runner_up: str | None
+    changes: list[str]
+    launch: list[str]
+    world_size: int
+    measurement_status: str | None
+    inconclusive_reason: str | None
+    warnings: list[str]
 
 
 @dataclass
@@ -39,6 +52,21 @@ class Recommendation:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def answer(self) -> RecommendationFields:
+        """Its fields, as the start of advise's answer."""
+        return RecommendationFields(
+            strategy=self.strategy,
+            rule=self.rule,
+            reasons=[*self.reasons],
+            runner_up=self.runner_up,
+            changes=[*self.changes],
+            launch=[*self.launch],
+            world_size=self.world_size,
+            measurement_status=self.measurement_status,
+            inconclusive_reason=self.inconclusive_reason,
+            warnings=[*self.warnings],
+        )
 
 
 @dataclass(frozen=True)

@@ -94,19 +94,22 @@ class TrainCommand:
     argv: list[str]  # after `dpwise`, for --dry-run's command
 
 
-def read(args: argparse.Namespace) -> TrainCommand:
+def read(args: argparse.Namespace, topology: Topology | None = None) -> TrainCommand:
     """The arguments, read here only: the topology (the launch flags given, then the
-    scheduler's variables) and the settings, which it fills for a multi-process strategy."""
-    topology = topology_for(args)
+    scheduler's variables; given where the caller read it first) and the settings, which it
+    fills for a multi-process strategy."""
+    topology = topology or topology_for(args)
     resolved = topology.settings() if strategies.multiprocess(args.strategy) else {}
     return TrainCommand(train_config(args, **resolved), topology, command_line(args))
 
 
 def run(args: argparse.Namespace) -> int:
-    command = read(args)
-    cfg, topology = command.config, command.topology
-    if strategies.multiprocess(cfg.strategy) and topology.mode != "worker" and not cfg.dry_run:
-        forking.ensure_running(WORKER_MODULE)  # the workers' imports overlap the ones below
+    topology = topology_for(args)
+    if strategies.multiprocess(args.strategy) and topology.mode != "worker" and not args.dry_run:
+        # before the settings, whose checks import torch: the workers' imports overlap them
+        forking.ensure_running(WORKER_MODULE)
+    command = read(args, topology)
+    cfg = command.config
     from dpwise.train.session import dry_run, run_train
 
     if cfg.dry_run:

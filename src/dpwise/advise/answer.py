@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from dpwise import strategies
 from dpwise.advise.estimate import (
@@ -18,6 +18,7 @@ from dpwise.advise.estimate import (
 )
 from dpwise.advise.facts import Fact, as_dict, gather
 from dpwise.advise.from_results import from_results
+from dpwise.advise.record import Answer, Projected
 from dpwise.advise.request import AdviseRequest
 from dpwise.advise.rules import decide, situation
 from dpwise.diagnosis import group, probe_workload
@@ -137,33 +138,6 @@ def _from_run(req: AdviseRequest, results: dict[str, Any] | None) -> AdviseReque
         precision=req.precision or w.get("precision"),
         optimizer=req.optimizer or w.get("optimizer"),
     )
-
-
-class Projected(TypedDict):
-    devices: int
-    points: list[Any]  # projection.cite's points, as results.json holds them
-
-
-class Answer(TypedDict, total=False):
-    """`dpwise advise`'s answer (its --json document; advise.text says it): the rules'
-    Recommendation's fields, then what it was weighed on."""
-
-    strategy: str
-    rule: str
-    reasons: list[str]
-    runner_up: str | None
-    changes: list[str]
-    launch: list[str]
-    world_size: int
-    measurement_status: str | None
-    inconclusive_reason: str | None
-    warnings: list[str]
-    projection: Projected | None
-    measured: bool
-    memory: dict[str, StrategyEstimate] | None
-    model: dict[str, Any] | None  # ModelFacts as JSON
-    facts: dict[str, dict[str, Any]]  # each Fact as JSON: value, source, note
-    job: dict[str, Any]  # added by the command when it writes a job script
 
 
 def _busiest(estimate: StrategyEstimate) -> dict[str, int]:

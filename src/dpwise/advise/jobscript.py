@@ -5,13 +5,17 @@ one task per node, the rendezvous on the first node, the port from the job id.""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dpwise.advise.record import Answer
+
 import errno
 import os
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dpwise.errors import DpwiseError
 from dpwise.infra import newfile
@@ -114,7 +118,7 @@ _LAUNCH_FLAGS = ("--nproc", "--nnodes", "--node-rank", "--rdzv-endpoint", "--rdz
                  "--rdzv-id")  # fmt: skip
 
 
-def from_answer(answer: dict[str, Any], scheduler: str) -> JobSpec:
+def from_answer(answer: Answer, scheduler: str) -> JobSpec:
     """The job of an advise answer: its recommendation's `dpwise train` line, on its nodes."""
     from dpwise.strategies import traits
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dpwise.advise.record import Answer
+
 from typing import Any
 
 from dpwise.infra.units import size
@@ -32,14 +37,14 @@ def _memory_table(memory: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _source(answer: dict[str, Any]) -> str:
+def _source(answer: Answer) -> str:
     status = answer.get("measurement_status")
     if status == "inconclusive":
         return "; measurements inconclusive, so the rules answer"
     return "; from measurements" if answer["measured"] else ""
 
 
-def render(answer: dict[str, Any]) -> str:
+def render(answer: Answer) -> str:
     runner = answer["runner_up"] or "none"
     lines = [
         f"Recommendation: {answer['strategy']} (world size {answer['world_size']})",
@@ -58,11 +63,11 @@ def render(answer: dict[str, Any]) -> str:
     job = answer.get("job")
     if job is not None:
         lines += [f"  {job['summary']}", f"  submit: {job['submit']}"]
-    if answer["memory"] is not None:
-        method = answer["model"]["method"]
-        lines += ["", f"Memory per device (estimate, {method}; the busiest device):"]
-        if answer["model"].get("reason"):
-            lines.append(f"  how: {answer['model']['reason']}")
+    model = answer["model"]
+    if answer["memory"] is not None and model is not None:  # an estimate is of a model
+        lines += ["", f"Memory per device (estimate, {model['method']}; the busiest device):"]
+        if model.get("reason"):
+            lines.append(f"  how: {model['reason']}")
         lines += _memory_table(answer["memory"])
     lines += ["", "What would change the answer:", *(f"  • {c}" for c in answer["changes"])]
     lines += ["", "Facts:"]

@@ -76,7 +76,8 @@ def test_max_steps_and_threads_apply_to_every_run_each_in_its_own_process(tmp_pa
 
 @pytest.mark.slow
 def test_stopping_compare_stops_every_run_process(tmp_path):
-    cmd = [sys.executable, "-m", "dpwise", "compare", "--repeats", "50", "--quiet"]
+    # the tiny workload: the claim is about the processes, not what they train
+    cmd = [sys.executable, "-m", "dpwise", "compare", "--repeats", "10000", "--quiet", *TINY]
     out = tmp_path / "out"
     proc = subprocess.Popen([*cmd, "--out", str(out)], env=child_env(), text=True,
                             stderr=subprocess.PIPE)  # fmt: skip

@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -14,20 +15,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, ddp_reference):
-    """single and dp (in this process, through the command), torchrun (a fresh process) and the
-    shared ddp run (a fresh process: conftest.ddp_reference), each through the CLI."""
-    root = tmp_path_factory.mktemp("equivalence")
-    folders = {name: root / name for name in ("single", "dp", "torchrun")}
-    results = {}
-    for name in ("single", "dp"):  # one process each: here, through the command
-        out, err = io.StringIO(), io.StringIO()
-        args = ["train", "--strategy", name, "--epochs", "2", "--out", str(folders[name])]
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(args)
-        assert code == 0, err.getvalue()
-        results[name] = subprocess.CompletedProcess([name], code, out.getvalue(), err.getvalue())
-    folders["ddp"], results["ddp"] = ddp_reference
+def torchrun(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """`dpwise train --strategy ddp` under torchrun (a fresh process): its folder and process."""
+    out = tmp_path_factory.mktemp("equivalence") / "torchrun"
     proc = run_module(
         "torch.distributed.run",
         "--standalone",
@@ -40,10 +30,27 @@ def runs(tmp_path_factory, ddp_reference):
         "--epochs",
         "2",
         "--out",
-        str(folders["torchrun"]),
+        str(out),
     )
     assert proc.returncode == 0, proc.stderr
-    results["torchrun"] = proc
+    return out, proc
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, ddp_reference):
+    """single and dp (in this process, through the command) and the shared ddp run (a fresh
+    process: conftest.ddp_reference), each through the CLI; torchrun's is its own fixture."""
+    root = tmp_path_factory.mktemp("equivalence")
+    folders = {name: root / name for name in ("single", "dp")}
+    results = {}
+    for name in ("single", "dp"):  # one process each: here, through the command
+        out, err = io.StringIO(), io.StringIO()
+        args = ["train", "--strategy", name, "--epochs", "2", "--out", str(folders[name])]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(args)
+        assert code == 0, err.getvalue()
+        results[name] = subprocess.CompletedProcess([name], code, out.getvalue(), err.getvalue())
+    folders["ddp"], results["ddp"] = ddp_reference
     return folders, results
 
 
@@ -55,15 +62,15 @@ def test_single_dp_and_ddp_end_with_the_same_parameters(runs):
         assert diff <= 1e-5, f"{name} differs from single by {diff:.3e}"
 
 
-def test_state_dicts_are_saved_unwrapped(runs):
-    folders, _ = runs
+def test_state_dicts_are_saved_unwrapped(runs, torchrun):
+    folders = {**runs[0], "torchrun": torchrun[0]}
     for name in ("single", "dp", "ddp", "torchrun"):
         keys = list(load_state(folders[name] / "final.pt"))
         assert keys == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"], name
 
 
-def test_torchrun_gives_the_same_run_with_exactly_two_workers(runs):
-    folders, results = runs
+def test_torchrun_gives_the_same_run_with_exactly_two_workers(runs, torchrun):
+    folders, results = {**runs[0], "torchrun": torchrun[0]}, {**runs[1], "torchrun": torchrun[1]}
     diff = max_abs_diff(
         load_state(folders["ddp"] / "final.pt"), load_state(folders["torchrun"] / "final.pt")
     )
@@ -92,8 +99,8 @@ def test_metrics_json_has_what_users_read(runs):
     assert all(m["bytes"] > 0 for m in metrics["peak_memory"])
 
 
-def test_only_rank_zero_writes(runs):
-    folders, _ = runs
+def test_only_rank_zero_writes(runs, torchrun):
+    folders = {**runs[0], "torchrun": torchrun[0]}
     for name in ("ddp", "torchrun"):
         assert sorted(p.name for p in folders[name].iterdir()) == ["final.pt", "metrics.json"]
 

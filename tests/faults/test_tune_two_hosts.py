@@ -27,7 +27,7 @@ needs_netns = pytest.mark.skipif(
     REASON is not None and os.environ.get("CI") != "true", reason=f"no namespaces: {REASON}"
 )
 PORT = 29400  # inside a fresh namespace every port is free
-TIMEOUT = 10  # --timeout: how long a node waits for a silent peer
+TIMEOUT = 6  # --timeout: how long a node waits for a silent peer
 SLACK = 20  # seconds past --timeout a node may take to stop its workers and write what it keeps
 START_LIMIT_S = 180  # both nodes started, calibrated and through round 1, on a busy machine
 TINY = ["--strategy", "ddp", "--nproc", "1", "--nnodes", "2", "--threads", "1",

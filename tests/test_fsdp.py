@@ -54,21 +54,31 @@ def test_units_are_the_repeated_blocks_or_else_each_child_with_parameters():
 
 
 # -- the equivalence contract -------------------------------------------------------------------
-@pytest.mark.slow
-def test_fsdp_ends_with_singles_parameters_on_the_default_workload(tmp_path):
-    # 10 steps of it (across epochs: test_equivalence). A fresh process: what its workers print
-    # is the claim too, and a fork server an earlier test started in this process would print
-    # it elsewhere
-    single, _ = train_here(tmp_path / "single", epochs=1, max_steps=10)
-    proc = run_cli("train", "--strategy", "fsdp", "--nproc", "2", "--epochs", "1",
-                   "--max-steps", "10", "--out", str(tmp_path / "fsdp"))  # fmt: skip
+FRESH = ["train", "--strategy", "fsdp", "--epochs", "1", "--max-steps", "10"]
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """`dpwise train --strategy fsdp --nproc 2` on 10 steps of the default workload, in a fresh
+    process: what its workers print is the claim too, and a fork server an earlier test started
+    in this process would print it elsewhere. Its folder and process; read, never written."""
+    out = tmp_path_factory.mktemp("fsdp") / "fsdp"
+    proc = run_cli(*FRESH, "--nproc", "2", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    final = load_state(tmp_path / "fsdp" / "final.pt")  # weights_only=True
+    return out, proc
+
+
+@pytest.mark.slow
+def test_fsdp_ends_with_singles_parameters_on_the_default_workload(tmp_path, fresh):
+    # 10 steps of it (across epochs: test_equivalence)
+    single, _ = train_here(tmp_path / "single", epochs=1, max_steps=10)
+    folder, proc = fresh
+    final = load_state(folder / "final.pt")  # weights_only=True
     assert list(final) == list(single)  # the plain model's names, in its order
     assert max_abs_diff(single, final) <= 1e-5
     assert all(type(t) is torch.Tensor and t.device.type == "cpu" for t in final.values())
     SimpleModel().load_state_dict(final)  # strict: the full, unsharded, unwrapped model
-    metrics = json.loads((tmp_path / "fsdp" / "metrics.json").read_text())
+    metrics = json.loads((folder / "metrics.json").read_text())
     assert metrics["strategy"] == "fsdp" and metrics["world_size"] == 2
     assert metrics["sharded_units"] == ["fc1", "fc2", ROOT]
     assert "note: fsdp shards 3 unit(s): fc1, fc2, (root)" in proc.stdout
@@ -112,16 +122,16 @@ def test_fsdp_resumes_mid_epoch_as_if_never_stopped(tmp_path, fsdp_run):
 
 
 @pytest.mark.slow
-def test_under_torchrun_fsdp_is_the_same_run(tmp_path, fsdp_run):
-    fsdp_run("train", "--strategy", "fsdp", "--nproc", "2", "--max-steps", "8", "--quiet",
-           "--out", str(tmp_path / "own"))  # fmt: skip
+def test_under_torchrun_fsdp_is_the_same_run(tmp_path, fresh):
+    """torchrun's two workers, each `python -m dpwise train`, end where dpwise's own launch of
+    the same run (the fixture) ends."""
     proc = run_module(
-        "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "dpwise", "train",
-        "--strategy", "fsdp", "--max-steps", "8", "--quiet", "--out", str(tmp_path / "torchrun"),
+        "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "dpwise", *FRESH,
+        "--quiet", "--out", str(tmp_path / "torchrun"),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     diff = max_abs_diff(
-        load_state(tmp_path / "own" / "final.pt"), load_state(tmp_path / "torchrun" / "final.pt")
+        load_state(fresh[0] / "final.pt"), load_state(tmp_path / "torchrun" / "final.pt")
     )
     assert diff <= 1e-6
     workers = json.loads((tmp_path / "torchrun" / "metrics.json").read_text())["workers"]

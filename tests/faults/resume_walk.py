@@ -5,7 +5,8 @@ final models (or the error that stopped it) to a JSON file.
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 resume_walk.py CASES OUT
 
-(the test starts the two workers with torchrun's variables itself, without its agent)
+(the test forks the two workers (``worker``) from dpwise's fork server, as dpwise starts its
+own, with torchrun's variables set, without its agent)
 
 A case: {"name": ..., "settings": TrainConfig keyword arguments, "cut": steps before the cut,
 "resume_with": settings changed for the resumed part (a knob changed between runs)}.
@@ -13,7 +14,9 @@ A case: {"name": ..., "settings": TrainConfig keyword arguments, "cut": steps be
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import sys
 import traceback
 from datetime import timedelta
@@ -43,10 +46,17 @@ def _train(settings: dict[str, Any], env: DistEnv) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in trained.state.items()}
 
 
-def _case(case: dict[str, Any], folder: Path, env: DistEnv) -> float:
+def _case(
+    case: dict[str, Any], folder: Path, env: DistEnv, wholes: dict[str, dict[str, torch.Tensor]]
+) -> float:
     settings = case["settings"]
     later = {**settings, **case.get("resume_with", {})}
-    whole = _train(later, env)
+    # cases whose uninterrupted runs have the same settings (only the cut, or the knob changed
+    # on resume, differs) compare with one such run: the same seed trains the same model
+    key = json.dumps(later, sort_keys=True)
+    if key not in wholes:
+        wholes[key] = _train(later, env)
+    whole = wholes[key]
     out = folder / case["name"]
     cut = case["cut"]
     _train({**settings, "max_steps": cut, "checkpoint_every": cut, "out": out}, env)
@@ -58,13 +68,18 @@ def _case(case: dict[str, Any], folder: Path, env: DistEnv) -> float:
 
 def main(cases_path: str, out_path: str) -> None:
     torch.set_num_threads(1)
+    # torch's and the imports' objects are never garbage: out of the collector's sight, the
+    # collection that ends each ddp training (its teardown) looks at that training's objects
+    # only (0.02 s instead of 0.23 s, a hundred trainings a walk)
+    gc.freeze()
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     env = DistEnv.from_environ()
     folder = Path(out_path).parent / "runs"
     results: dict[str, Any] = {}
+    wholes: dict[str, dict[str, torch.Tensor]] = {}
     for case in json.loads(Path(cases_path).read_text()):
         try:
-            results[case["name"]] = _case(case, folder, env)
+            results[case["name"]] = _case(case, folder, env, wholes)
         except Exception as exc:  # the case fails, the walk goes on (every rank fails alike)
             last = traceback.format_exception_only(exc)[-1].strip()
             results[case["name"]] = f"error: {last}"
@@ -72,6 +87,15 @@ def main(cases_path: str, out_path: str) -> None:
     if env.rank == 0:
         Path(out_path).write_text(json.dumps(results))
     dist.destroy_process_group()
+
+
+def worker(cases_path: str, out_path: str, log_path: str) -> None:
+    """One worker of the walk, forked from dpwise's fork server with torchrun's variables set:
+    nothing on stdout, its stderr (a traceback) in ``log_path``."""
+    with open(log_path, "w") as log, open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    main(cases_path, out_path)
 
 
 if __name__ == "__main__":

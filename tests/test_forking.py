@@ -31,6 +31,30 @@ def test_a_forked_worker_sees_the_parent_environment_at_launch_not_at_server_sta
     assert queue.get() == ["set after the server started", "extra"]
 
 
+def _collected(queue) -> None:
+    """What a forked process's collector sees: the objects frozen by the server, and what a
+    full collection finds to look at besides (torch's objects would be hundreds of thousands)."""
+    import gc
+
+    import torch
+
+    torch.nn.Linear(2, 2)  # a training's own objects are still collected
+    queue.put((gc.get_freeze_count(), sum(gc.get_count()), len(gc.get_objects())))
+
+
+def test_a_forked_process_does_not_collect_what_the_server_imported():
+    ctx = forking.context()
+    forking.ensure_running()
+    queue = ctx.SimpleQueue()
+    child = ctx.Process(target=forking.AsParent(_collected), args=(queue,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    frozen, _, seen = queue.get()
+    assert frozen > 100_000  # torch and torch._dynamo, out of the collector's sight
+    assert seen < frozen / 10  # a collection walks only what the process made
+
+
 def _grandchild(queue) -> None:
     queue.put(os.getppid())
 

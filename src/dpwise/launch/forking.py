@@ -4,7 +4,8 @@ Every process dpwise starts (a launched worker of ddp, fsdp or probe-link, a com
 `migrate --verify` run) needs torch, and torch._dynamo, which the first optimizer a process
 builds imports: about three seconds of a core each on a small machine, paid once per process
 with spawn. A fork server imports them once, runs nothing (no threads, no CUDA), and forks each
-process from there: as clean as spawn, without paying the imports again. A command that will
+process from there: as clean as spawn, without paying the imports again. Its last import
+(``frozen``) takes what the imports made out of the garbage collector's sight. A command that will
 start processes starts the server first thing, so that its imports overlap the command's own.
 Spawn where there is no fork server (Windows).
 
@@ -58,6 +59,8 @@ _STOP_AT_EXIT: list[Any] = []  # the exit hook, once registered
 _BORROWED: list[int] = []  # the pid of the parent's server this process forks from (borrow)
 # What the server imports before it forks anything; a command adds its own worker module.
 PRELOAD = ["dpwise.launch.forking", "torch", "torch._dynamo"]
+# Its last import: the objects of the imports before it leave the collector's sight (frozen.py).
+FREEZE = "dpwise.launch.frozen"
 
 
 def start_method() -> str:
@@ -73,7 +76,7 @@ def context(
     if start_method() == "spawn":
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD + [m for m in modules if m not in PRELOAD])
+    ctx.set_forkserver_preload(PRELOAD + [m for m in modules if m not in PRELOAD] + [FREEZE])
     return ctx
 
 

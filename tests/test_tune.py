@@ -224,10 +224,12 @@ def _journal(out) -> dict:
 
 
 # The smallest workload: every search below pays the fixed cost of its workers and trainings of at
-# least 0.3 s of timed steps (any --budget up to 72 s: search.timed_steps); a budget above what it
-# needs keeps a busy machine from ending it on the budget instead of its decisions.
+# least 0.3 s of timed steps (any --budget up to 72 s: search.timed_steps, set by the first
+# session); a budget above what it needs keeps a busy machine from ending it on the budget instead
+# of its decisions (a resume may give more: its trainings keep the first session's steps).
 TINY = ["--nproc", "2", "--model", "userpkg:tiny_model", "--data", "userpkg:tiny_data",
-        "--batch-size", "8", "--budget", "72"]  # fmt: skip
+        "--batch-size", "8"]  # fmt: skip
+BUDGET = ["--budget", "72"]
 
 
 @pytest.mark.slow
@@ -273,8 +275,8 @@ def test_ctrl_c_keeps_what_was_measured_and_a_copy_resumed_elsewhere_finishes(tm
     home, there = tmp_path / "first", tmp_path / "elsewhere"
     (home / "tmp").mkdir(parents=True)
     cmd = [sys.executable, "-m", "dpwise", "tune", *TINY, "--knobs", "gradient_as_bucket_view"]
-    proc = subprocess.Popen([*cmd, "--out", "t"], cwd=home, text=True, start_new_session=True,
-                            env=child_env({"TMPDIR": str(home / "tmp")}),
+    proc = subprocess.Popen([*cmd, *BUDGET, "--out", "t"], cwd=home, text=True,
+                            env=child_env({"TMPDIR": str(home / "tmp")}), start_new_session=True,
                             stderr=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
     try:
         # after the first round: a configuration without gain in its first 2 rounds is pruned,
@@ -297,8 +299,9 @@ def test_ctrl_c_keeps_what_was_measured_and_a_copy_resumed_elsewhere_finishes(tm
     shutil.copytree(home / "t", there / "copy")  # another path, TMPDIR and working folder
     for folder in ("work", "tmp"):
         (there / folder).mkdir()
-    # tune reads --out relative to its working folder: the copy spelled absolute, from another
-    got = subprocess.run([*cmd, "--out", str((there / "copy").absolute()), "--resume"],
+    # the copy spelled absolute (the first session's was relative), from another working folder
+    got = subprocess.run([*cmd, "--budget", "120", "--out", str((there / "copy").absolute()),
+                          "--resume"],
                          cwd=there / "work", env=child_env({"TMPDIR": str(there / "tmp")}),
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert got.returncode == 0, got.stderr
@@ -315,7 +318,8 @@ def test_a_worker_killed_while_a_candidate_trains_fails_that_candidate_only(tmp_
     again and finishes; nothing is left in TMPDIR, no process outlives the command.
     (One search for what two tests proved: this, and the trace folder a killed worker leaves.)"""
     out, tmp = tmp_path / "t", tmp_path / "tmp"
-    run = LiveRun(tmp, "tune", *TINY, "--knobs", "gradient_as_bucket_view,zero1", "--out", str(out))
+    knobs = ["--knobs", "gradient_as_bucket_view,zero1"]
+    run = LiveRun(tmp, "tune", *TINY, *BUDGET, *knobs, "--out", str(out))
     victim = None
     try:
         deadline = time.monotonic() + 120

@@ -1,12 +1,13 @@
 """`dpwise tune` under real faults: a disk that fills mid-search keeps what was measured and
---resume continues once there is room; --out named another way, or a search folder moved or
-copied to another machine, continues; a worker killed with kill -9 leaves no temporary folder."""
+--resume continues once there is room; a default that diverges keeps what was measured. (A
+search folder copied to another machine and resumed with --out spelled another way, and a worker
+killed with kill -9 leaving no temporary folder: tests/test_tune.py, with Ctrl-C and the killed
+candidate.)"""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,13 +16,14 @@ from pathlib import Path
 
 import disks
 import pytest
-from live_run import LiveRun
 
-from conftest import FIXTURES, child_env, run_cli
+from conftest import FIXTURES, child_env
 
 TINY = ["--nproc", "2", "--model", "userpkg:tiny_model", "--data", "userpkg:tiny_data",
-        "--batch-size", "8", "--knobs", "gradient_as_bucket_view,zero1",
+        "--batch-size", "8", "--knobs", "gradient_as_bucket_view",
         "--budget", "30", "--quiet"]  # fmt: skip
+# one knob: a round is two trainings, and no second stage (what a fault keeps and a resume
+# finishes is the same for one candidate as for several)
 ENDS = ("finished", "budget")  # a resumed search that ran to its end
 # a resume may raise the budget: on a busy machine the first session can use most of 30 s, and
 # the resumed one must still measure a round (its workers' start counts too); a search still
@@ -73,7 +75,9 @@ def small_fs(tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_a_disk_filled_mid_search_keeps_what_was_measured_and_resume_finishes(small_fs, tmp_path):
+def test_a_disk_filled_mid_search_keeps_what_was_measured_and_resume_finishes(
+    small_fs, tmp_path, run_here
+):
     out = small_fs / "o"
     proc = _start(str(out), tmp_path, tmp_path / "tmp")
     try:
@@ -91,7 +95,8 @@ def test_a_disk_filled_mid_search_keeps_what_was_measured_and_resume_finishes(sm
     assert (out / ".search" / "default.pt").is_file()
     assert "is kept in" in line and "--resume` continues" in line, line
     ballast.unlink()
-    got = run_cli("tune", *TINY, *RESUMED, "--out", str(out), "--resume", timeout=300)
+    # in this process: the fault was the first session's; the resume is about the files it kept
+    got = run_here("tune", *TINY, *RESUMED, "--out", str(out), "--resume")
     assert got.returncode == 0, got.stderr
     doc = _results(out)
     assert doc["stopped"] in ENDS and doc["rounds"] > kept["rounds"]
@@ -134,81 +139,3 @@ def test_a_default_that_diverges_after_a_round_keeps_what_was_measured(tmp_path)
     assert kept.get("rounds", 0) >= 1 and kept["stopped"] == "failed", line
     assert (out / ".search" / "default.pt").is_file()
     assert "the default configuration's loss became nan" in line and "is kept in" in line, line
-
-
-# -- a search folder named another way, moved or copied --------------------------------------------
-@pytest.fixture(scope="module")
-def interrupted(tmp_path_factory) -> tuple[Path, int]:
-    """A search started with a relative --out and stopped with Ctrl-C after its first round."""
-    home = tmp_path_factory.mktemp("first")
-    proc = _start("t", home, home / "tmp")
-    try:
-        _wait_rounds(proc, home / "t", 1)
-        os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130, err
-    return home / "t", _journal(home / "t")["rounds"]
-
-
-def _resume(out: str, cwd: Path, tmp: Path) -> tuple[subprocess.CompletedProcess, float]:
-    tmp.mkdir(parents=True, exist_ok=True)
-    began = time.monotonic()
-    got = subprocess.run(
-        [sys.executable, "-m", "dpwise", "tune", *TINY, *RESUMED, "--out", out, "--resume"],
-        cwd=cwd, env=child_env({"TMPDIR": str(tmp)}), capture_output=True, text=True,
-        timeout=300,
-    )  # fmt: skip
-    return got, time.monotonic() - began
-
-
-@pytest.mark.slow
-def test_resume_with_out_spelled_absolute_continues(interrupted, tmp_path):
-    first, rounds = interrupted
-    home = tmp_path / "home"
-    shutil.copytree(first, home / "t")  # the search as the relative --out t left it
-    got, _ = _resume(str((home / "t").absolute()), tmp_path, tmp_path / "tmp")
-    assert got.returncode == 0, got.stderr
-    doc = _results(home / "t")
-    assert doc["stopped"] in ENDS and doc["rounds"] > rounds
-    assert doc["timing"]["sessions"] == 2
-
-
-@pytest.mark.slow
-def test_a_search_copied_to_another_machine_continues_there(interrupted, tmp_path):
-    first, rounds = interrupted
-    there = tmp_path / "elsewhere" / "copy"
-    shutil.copytree(first, there)  # another path, another TMPDIR, another working folder
-    got, wall = _resume("copy", there.parent, tmp_path / "other-tmp")
-    assert got.returncode == 0, got.stderr
-    doc = _results(there)
-    assert doc["stopped"] in ENDS and doc["rounds"] > rounds
-    assert doc["timing"]["sessions"] == 2
-    assert _journal(first)["rounds"] == rounds  # the original is untouched
-    print(f"copied search: rounds {rounds} before, {doc['rounds']} after; resumed in {wall:.1f} s")
-
-
-# -- a worker killed while it records its memory ---------------------------------------------------
-def _traces(tmp: Path) -> list[Path]:
-    return list(tmp.rglob("dpwise-tune-trace-*"))
-
-
-@pytest.mark.slow
-def test_a_killed_worker_leaves_no_trace_folder(tmp_path):
-    out, tmp = tmp_path / "t", tmp_path / "tmp"
-    run = LiveRun(tmp, "tune", *TINY, "--out", str(out))
-    try:
-        deadline = time.monotonic() + 120
-        while not (_journal(out).get("in_flight") not in (None, "default") and _traces(tmp)):
-            assert run.proc.poll() is None, "the search ended before a candidate's trace"
-            assert time.monotonic() < deadline, "no candidate's trace within 120 s"
-            time.sleep(0.005)
-        pids = run.worker_pids()
-        os.kill(pids[max(pids)], signal.SIGKILL)
-        code = run.finish(timeout=240)
-    finally:
-        run.kill()
-    assert code == 0, run.stderr
-    assert run.temp_left() == []

@@ -61,3 +61,26 @@ def test_a_user_error_inside_workers_is_one_line_and_exit_2(tmp_path):
         "cannot build on rank 1"
     ]
     assert not (tmp_path / "o").exists()
+
+
+def test_the_worker_that_failed_is_named_before_the_peers_that_lost_it(tmp_path):
+    """torch's launcher reports the first ended worker it finds (rank order) and error files
+    in whole seconds: a peer that lost its connection can be the one reported. The cause is
+    the worker whose own error is on disk (recorded before it let go of the group)."""
+    import json
+    from types import SimpleNamespace
+
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    from dpwise.launch.elastic import _root_failure
+
+    said = {0: "RuntimeError: [pair.cc:537] Read error [127.0.0.1]:1: Connection reset by peer",
+            1: "RuntimeError: forward exploded on rank 1"}  # fmt: skip
+    for rank, message in said.items():
+        folder = tmp_path / "attempt_0" / str(rank)
+        folder.mkdir(parents=True)
+        record = {"message": message, "extraInfo": {"py_callstack": "", "timestamp": "100"}}
+        (folder / "error.json").write_text(json.dumps({"message": record}))
+    reported = ProcessFailure(0, 4242, 1, str(tmp_path / "attempt_0" / "0" / "error.json"))
+    rank, failure = _root_failure(SimpleNamespace(failures={0: reported}))
+    assert rank == 1 and failure.message["message"] == said[1]

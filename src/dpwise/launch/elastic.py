@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -20,10 +21,12 @@ from dpwise.launch import agentlink, forking, netaddr, peers
 from dpwise.launch.failures import (
     LOST_MARKS,
     NETWORK_ERRORS,
+    PEER_LOST_WAIT_S,
     TIMED_OUT_MARKS,
     RendezvousLost,
     first_line,
     lost_message,
+    seen_of_a_peer,
 )
 from dpwise.launch.failures import PeerStopped as PeerStopped
 from dpwise.launch.failures import WorkerFailed as WorkerFailed
@@ -31,6 +34,7 @@ from dpwise.launch.failures import lost_peers as lost_peers
 from dpwise.launch.settings import LaunchSettings
 
 _USAGE_PREFIX = "DpwiseError: "
+MONITOR_S = 0.1  # how often the launcher looks at its workers
 TEARDOWN_LIMIT_S = 120.0  # a healthy teardown takes well under a second
 _WATCHDOG_DIR = "DPWISE_TEARDOWN_WATCHDOG_DIR"  # where launched workers write a stuck teardown
 _TIMEOUT_MARK = "Timeout ("  # how faulthandler's timed dump begins
@@ -84,7 +88,7 @@ def launch_config(cfg: LaunchSettings, net: netaddr.NodeNetwork | None = None) -
         rdzv_endpoint=cfg.rdzv_endpoint or "localhost:0",  # port 0: a free loopback port
         rdzv_configs=rdzv_configs,
         max_restarts=cfg.max_restarts,
-        monitor_interval=0.1,
+        monitor_interval=MONITOR_S,
         start_method=forking.start_method(),
         # the address the workers are told to meet at (MASTER_ADDR): the host name's otherwise
         local_addr=net.address if net is not None else None,
@@ -159,7 +163,7 @@ def _failure(exc: Any, folder: Path, stopped: peers.Stopped | None, timeout: flo
     """What the command reports when the agent says a worker failed: the root cause's rank."""
     if stopped is not None:
         return PeerStopped(stopped, timeout)
-    rank, failure = exc.get_first_failure()
+    rank, failure = _root_failure(exc)
     stuck = stuck_teardown(folder)
     if stuck is not None:
         return WorkerFailed(*stuck)
@@ -178,6 +182,49 @@ def _failure(exc: Any, folder: Path, stopped: peers.Stopped | None, timeout: flo
             rank, failure.exitcode, lost_message(first_line(message), "all nodes"), ""
         )
     return WorkerFailed(rank, failure.exitcode, message, details)
+
+
+def _root_failure(exc: Any) -> tuple[int, Any]:
+    """The failed worker that caused the others to fail, and its failure.
+
+    torch takes the earliest error file, but their times are whole seconds, and the launcher
+    stops the workers still running at the first exit it sees: the worker that raised may still
+    be letting go of its group when a peer that lost its connection to it has exited. So every
+    error file of the attempt counts (a worker records its error before its teardown:
+    failures.record_before_teardown), and among those of the earliest second and the next, a
+    worker's own error comes before what its peers saw of it (a lost connection, a collective's
+    timeout); then the time, then the rank.
+    """
+    failures = {**_recorded(getattr(exc, "failures", None) or {}), **exc.failures}
+    first = min(failure.timestamp for failure in failures.values())
+
+    def order(item: tuple[int, Any]) -> tuple[bool, bool, int, int]:
+        rank, failure = item
+        peer = seen_of_a_peer(_failure_text(failure.message)[0])
+        return (failure.timestamp > first + 1, peer, failure.timestamp, rank)
+
+    return min(failures.items(), key=order)
+
+
+def _recorded(failures: Mapping[int, Any]) -> dict[int, Any]:
+    """The error files of this node's other workers in the same attempt (torch's layout:
+    ATTEMPT/LOCAL_RANK/error.json), as failures under their global ranks."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    known = [(rank, f) for rank, f in failures.items() if os.path.isfile(f.error_file)]
+    if not known:
+        return {}
+    rank, failure = known[0]
+    offset = rank - failure.local_rank  # this node's first global rank
+    found = {}
+    for path in Path(failure.error_file).parent.parent.glob("*/error.json"):
+        if path.parent.name.isdigit():
+            local = int(path.parent.name)
+            try:
+                found[offset + local] = ProcessFailure(local, 0, 1, str(path))
+            except (OSError, ValueError, KeyError):  # being written as the launcher looks
+                continue
+    return found
 
 
 @contextmanager
@@ -298,6 +345,10 @@ def run_guarded(fn: Callable[..., Any], *args: Any) -> Any:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(interrupts.exit_code(exc))
+    except BaseException as exc:
+        if seen_of_a_peer(f"{type(exc).__name__}: {exc}"):
+            time.sleep(PEER_LOST_WAIT_S)  # the peer that ended is the one the launcher finds
+        raise
 
 
 def _failure_text(message: Any) -> tuple[str, str]:

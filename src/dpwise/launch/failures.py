@@ -4,6 +4,7 @@ failed because a peer or its node went away; each one line for the command to pr
 
 from __future__ import annotations
 
+import os
 import re
 
 from dpwise.launch import peers
@@ -135,3 +136,34 @@ def lost_peers(exc: BaseException, rank: int, timeout: float, by: str) -> Worker
     else:
         return None
     return WorkerFailed(rank, 1, message, "")
+
+
+def record_before_teardown(exc: BaseException) -> None:
+    """A launched worker's error, in its error file before it lets go of the process group.
+
+    Its peers fail as the group goes (a lost connection): recorded first, its error is on disk
+    before theirs, and the launcher names it as the cause (elastic._root_failure), however fast
+    the peers exit. torch's own record at the worker's end writes the same error again. Ctrl-C
+    is not an error (the worker ends with its code); outside a launched worker, nothing."""
+    if isinstance(exc, KeyboardInterrupt | SystemExit) or not os.environ.get(ERROR_FILE):
+        return
+    from torch.distributed.elastic.multiprocessing.errors import get_error_handler
+
+    get_error_handler().record_exception(exc)
+
+
+def seen_of_a_peer(message: str) -> bool:
+    """Whether a worker's error is what a peer's failure looks like from here: a lost
+    connection or a collective's timeout (not a cause of its own)."""
+    lowered = message.lower()
+    return message.startswith(NETWORK_ERRORS) or any(
+        mark in lowered for mark in (*TIMED_OUT_MARKS, *LOST_MARKS)
+    )
+
+
+ERROR_FILE = "TORCHELASTIC_ERROR_FILE"  # where torch's launcher asks a worker for its error
+# torch's launcher reports one failed worker: the first, in rank order, of those it finds ended
+# when it looks (every elastic.MONITOR_S). A worker that failed because a peer ended (a signal
+# leaves no error file) waits this long before it ends (elastic.run_guarded), so that the peer's
+# end is the one found.
+PEER_LOST_WAIT_S = 1.0

@@ -13,6 +13,7 @@ import torch
 
 from dpwise.errors import DpwiseError
 from dpwise.launch import netaddr
+from dpwise.launch.failures import record_before_teardown
 from dpwise.measure import memory
 from dpwise.strategies.base import Strategy
 from dpwise.train import checkpoint, finite
@@ -312,5 +313,8 @@ def train(
         if before_teardown is not None:
             before_teardown()
         return trained
+    except BaseException as exc:
+        record_before_teardown(exc)  # the peers fail as the group goes: this error comes first
+        raise
     finally:
         strategy.teardown()

@@ -37,9 +37,8 @@ def torchrun(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, ddp_reference):
-    """single and dp (in this process, through the command) and the shared ddp run (a fresh
-    process: conftest.ddp_reference), each through the CLI; torchrun's is its own fixture."""
+def here(tmp_path_factory) -> tuple[dict[str, Path], dict[str, subprocess.CompletedProcess]]:
+    """single and dp, each in this process through the command: their folders and outputs."""
     root = tmp_path_factory.mktemp("equivalence")
     folders = {name: root / name for name in ("single", "dp")}
     results = {}
@@ -50,16 +49,33 @@ def runs(tmp_path_factory, ddp_reference):
             code = main(args)
         assert code == 0, err.getvalue()
         results[name] = subprocess.CompletedProcess([name], code, out.getvalue(), err.getvalue())
+    return folders, results
+
+
+@pytest.fixture(scope="module")
+def runs(here, ddp_reference):
+    """single and dp (``here``) and the shared ddp run (a fresh process:
+    conftest.ddp_reference), each through the CLI; torchrun's is its own fixture."""
+    folders, results = dict(here[0]), dict(here[1])
     folders["ddp"], results["ddp"] = ddp_reference
     return folders, results
 
 
-def test_single_dp_and_ddp_end_with_the_same_parameters(runs):
+def test_single_and_dp_end_with_the_same_parameters(here):
+    folders, _ = here
+    diff = max_abs_diff(
+        load_state(folders["single"] / "final.pt"), load_state(folders["dp"] / "final.pt")
+    )
+    assert diff <= 1e-5, f"dp differs from single by {diff:.3e}"
+
+
+def test_ddp_ends_with_singles_parameters(runs):
+    """(single from ``here``, which the test before made; ddp: conftest.ddp_reference.)"""
     folders, _ = runs
-    single = load_state(folders["single"] / "final.pt")
-    for name in ("dp", "ddp"):
-        diff = max_abs_diff(single, load_state(folders[name] / "final.pt"))
-        assert diff <= 1e-5, f"{name} differs from single by {diff:.3e}"
+    diff = max_abs_diff(
+        load_state(folders["single"] / "final.pt"), load_state(folders["ddp"] / "final.pt")
+    )
+    assert diff <= 1e-5, f"ddp differs from single by {diff:.3e}"
 
 
 def test_state_dicts_are_saved_unwrapped(runs, torchrun):

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -103,57 +105,101 @@ def _fault(net: netlab.NetPair, nodes: dict[str, Node], fault: str) -> list[str]
     return [side for side in "ab" if side != victim]
 
 
-def _ended_in_one_line(node: Node, side: str, at: float) -> None:
-    code, ended = node.finish(timeout=TIMEOUT + 120)
-    after = node.said_since(at)
-    assert ended - at <= TIMEOUT + SLACK, f"host {side} ended {ended - at:.0f} s after the fault"
-    assert code == 1, node.said()
-    assert after and after[-1].startswith("dpwise: "), node.said()
-    assert not any("Traceback" in line or "frame #" in line for line in after), node.said()
-    if side == "b":  # node rank 1 says only what ended it
-        assert len(after) == 1, node.said()
-    else:  # node rank 0 also says what it kept and how to continue
-        assert len(after) == 2 and after[0].startswith("tune: stopped after "), node.said()
-        assert "--resume` continues" in after[0]
+@dataclass
+class Ended:
+    """How one node's dpwise ended after the fault."""
+
+    code: int
+    seconds: float  # after the fault
+    after: list[str]  # its stderr lines since the fault
+    said: str  # all of its stderr
 
 
-@needs_netns
-@pytest.mark.slow
-@pytest.mark.parametrize("fault", ["node rank 1 killed", "node rank 0 killed", "link cut"])
-def test_a_lost_node_ends_the_search_with_what_was_measured_and_resume_finishes(tmp_path, fault):
+@dataclass
+class Stopped:
+    """A two-host search stopped by ``fault``: each node left's end, the nodes' --out; the hosts
+    (their namespaces) are up until the resume test of the same fault has run."""
+
+    fault: str
+    net: netlab.NetPair
+    out: dict[str, Path]
+    ended: dict[str, Ended]
+
+
+FAULTS = ["node rank 1 killed", "node rank 0 killed", "link cut"]
+# the link cut leaves what "node rank 1 killed" leaves, whose resume proves it: node rank 0
+# alive wrote the failed results.json, node b holds the journal its session wrote as it began
+# (after the cut, also `stopped`, which a resume sets anew); a third resume from that state
+# would prove nothing more
+RESUMED = ["node rank 1 killed", "node rank 0 killed"]
+
+
+@pytest.fixture(scope="module")
+def stopped(request, tmp_path_factory) -> Iterator[Stopped]:
+    """The search on two hosts, stopped by the fault ``request.param`` once round 1 is in the
+    journal (one search for the fault's test and its resume's: each test pays its half)."""
     assert REASON is None, REASON
-    out = {side: tmp_path / side for side in "ab"}
+    root = tmp_path_factory.mktemp("two-hosts")
+    out = {side: root / side for side in "ab"}
     with netlab.NetPair() as net:
         nodes = {side: Node(net, side, out[side]) for side in "ab"}
         _mid_search(nodes, out["a"])
         at = time.monotonic()
-        for side in _fault(net, nodes, fault):
-            _ended_in_one_line(nodes[side], side, at)
+        ended = {}
+        for side in _fault(net, nodes, request.param):
+            code, when = nodes[side].finish(timeout=TIMEOUT + 120)
+            ended[side] = Ended(code, when - at, nodes[side].said_since(at), nodes[side].said())
         for node in nodes.values():
             node.finish(timeout=30)
-        kept = _journal(out["a"])
-        assert kept["rounds"] >= 1 and (out["a"] / ".search" / "default.pt").is_file()
-        if fault != "node rank 0 killed":  # it lived to write the report of what was measured
-            doc = json.loads((out["a"] / "results.json").read_text())
-            assert doc["stopped"] == "failed" and doc["rounds"] == kept["rounds"]
-            assert (out["a"] / "report.html").is_file()
-        assert (out["b"] / ".search" / "journal.json").is_file()  # --resume on node b needs it
-        # the link cut leaves what "node rank 1 killed" leaves, whose resume proves it: node rank
-        # 0 alive wrote the failed results.json above, node b holds the journal its session
-        # wrote as it began (after the cut, also `stopped`, which a resume sets anew); a third
-        # resume from that state would prove nothing more
-        resumed = fault != "link cut"
-        if resumed:
-            netlab._ip("-n", net.ns["b"], "link", "set", net.dev["b"], "up")
-            again = {side: Node(net, side, out[side], "--resume") for side in "ab"}
-            for side, node in again.items():
-                code, _ = node.finish(timeout=START_LIMIT_S)
-                assert code == 0, f"host {side}:\n{node.said()}"
+        yield Stopped(request.param, net, out, ended)
     assert netlab.leftovers(net.tag) == []
-    if resumed:
+
+
+def _ended_in_one_line(side: str, end: Ended) -> None:
+    assert end.seconds <= TIMEOUT + SLACK, f"host {side} ended {end.seconds:.0f} s after the fault"
+    assert end.code == 1, end.said
+    assert end.after and end.after[-1].startswith("dpwise: "), end.said
+    assert not any("Traceback" in line or "frame #" in line for line in end.after), end.said
+    if side == "b":  # node rank 1 says only what ended it
+        assert len(end.after) == 1, end.said
+    else:  # node rank 0 also says what it kept and how to continue
+        assert len(end.after) == 2 and end.after[0].startswith("tune: stopped after "), end.said
+        assert "--resume` continues" in end.after[0]
+
+
+@needs_netns
+@pytest.mark.slow
+@pytest.mark.parametrize("stopped", FAULTS, indirect=True)
+def test_a_lost_node_ends_the_search_in_one_line_keeping_what_was_measured(stopped):
+    """Every node left ends within --timeout in one line (node rank 0 adds what it kept), no
+    traceback; what was measured stays in node rank 0's --out."""
+    for side, end in stopped.ended.items():
+        _ended_in_one_line(side, end)
+    out = stopped.out
+    kept = _journal(out["a"])
+    assert kept["rounds"] >= 1 and (out["a"] / ".search" / "default.pt").is_file()
+    if stopped.fault != "node rank 0 killed":  # it lived to write the report of what was measured
         doc = json.loads((out["a"] / "results.json").read_text())
-        assert doc["stopped"] == "finished" and doc["rounds"] > kept["rounds"]
-        assert doc["timing"]["sessions"] == 2
+        assert doc["stopped"] == "failed" and doc["rounds"] == kept["rounds"]
+        assert (out["a"] / "report.html").is_file()
+    assert (out["b"] / ".search" / "journal.json").is_file()  # --resume on node b needs it
+
+
+@needs_netns
+@pytest.mark.slow
+@pytest.mark.parametrize("stopped", RESUMED, indirect=True)
+def test_resume_on_both_hosts_finishes_the_search_a_lost_node_stopped(stopped):
+    """(After the fault's own test, on the same hosts and folders.)"""
+    net, out = stopped.net, stopped.out
+    kept = _journal(out["a"])
+    netlab._ip("-n", net.ns["b"], "link", "set", net.dev["b"], "up")
+    again = {side: Node(net, side, out[side], "--resume") for side in "ab"}
+    for side, node in again.items():
+        code, _ = node.finish(timeout=START_LIMIT_S)
+        assert code == 0, f"host {side}:\n{node.said()}"
+    doc = json.loads((out["a"] / "results.json").read_text())
+    assert doc["stopped"] == "finished" and doc["rounds"] > kept["rounds"]
+    assert doc["timing"]["sessions"] == 2
 
 
 def test_the_launchers_connections_give_up_on_a_silent_peer_after_the_timeout():

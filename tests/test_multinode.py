@@ -40,10 +40,16 @@ def test_single_node_gets_a_free_loopback_port_and_a_fresh_id():
     assert a.rdzv_endpoint == "localhost:0" and a.run_id != b.run_id
 
 
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    """The one-process run both strategies' two nodes must end at (made once)."""
+    state, _ = train_here(tmp_path_factory.mktemp("single"), epochs=1, max_steps=STEPS)
+    return state
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
-def test_two_nodes_on_loopback_train_like_one_process(tmp_path, strategy):
-    single, _ = train_here(tmp_path / "single", epochs=1, max_steps=STEPS)
+def test_two_nodes_on_loopback_train_like_one_process(tmp_path, strategy, single):
     args = [sys.executable, "-m", "dpwise", "train", "--strategy", strategy, "--nproc", "1",
             "--nnodes", "2", "--rdzv-endpoint", f"localhost:{free_port()}", "--threads", "1",
             "--epochs", "1", "--max-steps", str(STEPS), "--quiet",

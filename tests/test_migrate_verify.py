@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from dpwise.diagnosis.layers import Layer
-from dpwise.migrate.causes import Watch, owning_models
 from dpwise.migrate.text import render_verdict
 from dpwise.migrate.verify import Verdict, _cause
+from dpwise.userscript.causes import Watch, owning_models
 
 SCRIPT = Path(__file__).parent / "fixtures_migrate" / "dp_layers.py"
 
@@ -154,15 +154,15 @@ def test_a_rank_that_ends_early_leaves_its_reason_in_a_file(tmp_path):
     import sys
 
     from conftest import child_env
-    from dpwise.migrate.harness import ENDED
+    from dpwise.userscript.harness import ENDED
 
     script = tmp_path / "idle.py"
     script.write_text("import torch\nopt = torch.optim.SGD([torch.zeros(1, requires_grad=True)])\n")
     env = child_env(
-        {"RANK": "1", "DPWISE_VERIFY_STEPS": "2", "DPWISE_VERIFY_OUT": str(tmp_path / "p.pt")}
+        {"RANK": "1", "DPWISE_SCRIPT_STEPS": "2", "DPWISE_SCRIPT_OUT": str(tmp_path / "p.pt")}
     )
     done = subprocess.run(
-        [sys.executable, "-m", "dpwise.migrate.harness", str(script)],
+        [sys.executable, "-m", "dpwise.userscript.harness", str(script)],
         env=env,
         capture_output=True,
         text=True,

@@ -11,7 +11,7 @@ import pytest
 from conftest import child_env
 from dpwise.cli import main
 from dpwise.migrate import verify
-from dpwise.migrate.harness import ENDED, LOG
+from dpwise.userscript.harness import ENDED, LOG
 
 
 def _one_line(capsys) -> str:  # type: ignore[no-untyped-def]
@@ -60,10 +60,10 @@ def test_a_script_that_exits_early_under_verify_is_named_with_its_code_and_last_
     script.write_text(EARLY)
     folder = tmp_path / "original"
     folder.mkdir()
-    env = {"DPWISE_VERIFY_STEPS": "4", "DPWISE_VERIFY_OUT": str(folder / "verify-params.pt")}
+    env = {"DPWISE_SCRIPT_STEPS": "4", "DPWISE_SCRIPT_OUT": str(folder / "verify-params.pt")}
     with open(folder / f"{LOG}0.log", "w") as log:
         proc = subprocess.run(
-            [sys.executable, "-m", "dpwise.migrate.harness", str(script)],
+            [sys.executable, "-m", "dpwise.userscript.harness", str(script)],
             stdout=log,
             stderr=log,
             env=child_env(env),

@@ -1,7 +1,7 @@
 """Owns: what in a model makes parallel runs differ or DDP fail (BatchNorm, random layers, unused
 parameters), found by running it on a few rows.
 May import: nothing of dpwise
-Imported by: advise, compare, migrate, strategies, train, tune
+Imported by: advise, compare, migrate, strategies, train, tune, userscript
 """
 
 from __future__ import annotations

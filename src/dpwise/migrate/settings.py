@@ -12,7 +12,7 @@ from dpwise.errors import DpwiseError
 from dpwise.infra.settings import at_least, setting, validate
 
 # What the fork server imports before it forks --verify's runs (dpwise.launch.forking).
-HARNESS = "dpwise.migrate.harness"
+HARNESS = "dpwise.userscript.harness"
 
 VERIFY_HELP = (
     "train the original and the migrated script for --verify-steps optimizer steps under torchrun "

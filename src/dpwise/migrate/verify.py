@@ -1,5 +1,5 @@
 """`dpwise migrate --verify`: the original and the migrated script trained for a few steps under
-torchrun (2 processes, gloo on the CPU) through `dpwise.migrate.harness`, and their final
+torchrun (2 processes, gloo on the CPU) through `dpwise.userscript.harness`, and their final
 parameters compared; with what in the model makes them differ by design (BatchNorm, random
 layers), as the migrated run's rank 0 found it."""
 
@@ -16,10 +16,10 @@ from dpwise.errors import DpwiseError
 from dpwise.infra import scratch
 from dpwise.launch.elastic import PeerStopped, WorkerFailed, launch
 from dpwise.launch.settings import LaunchSettings
-from dpwise.migrate.harness import ENDED, LIMIT_MARK, LOG, MARK, worker
+from dpwise.userscript.harness import ENDED, LIMIT_MARK, LOG, MARK, worker
 
 if TYPE_CHECKING:
-    from dpwise.migrate.causes import Causes, FoundBy
+    from dpwise.userscript.causes import Causes, FoundBy
 
 TOLERANCE = 1e-5
 
@@ -59,10 +59,10 @@ def _launch(
     out of the user's folder), importing its siblings from `home`."""
     env = {
         "CUDA_VISIBLE_DEVICES": "",  # the CPU and gloo, whatever GPUs this machine has
-        "DPWISE_VERIFY_AS": str(home / script.name),
-        "DPWISE_VERIFY_STEPS": str(steps),
-        "DPWISE_VERIFY_OUT": str(out),
-        "DPWISE_VERIFY_PATH": str(home),
+        "DPWISE_SCRIPT_AS": str(home / script.name),
+        "DPWISE_SCRIPT_STEPS": str(steps),
+        "DPWISE_SCRIPT_OUT": str(out),
+        "DPWISE_SCRIPT_PATH": str(home),
     }
     if nproc > 1 and "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = "1"  # what torchrun gives each of several workers

@@ -1,5 +1,5 @@
 """What in a verified script's model can make the original and the migrated runs differ, found
-inside the run by `dpwise.migrate.harness` (the same findings `dpwise compare` names):
+inside the run by `dpwise.userscript.harness` (the same findings `dpwise compare` names):
 
 - BatchNorm layers in training mode (not SyncBatchNorm): each process normalises with the
   statistics of its own share of the global batch;

@@ -1,17 +1,17 @@
 """Runs a training script, unedited, for `dpwise migrate --verify`: in each worker of a verify
 launch (``worker``: dpwise's launcher, torch's elastic agent, as torchrun runs it), or by hand as
-`python -m dpwise.migrate.harness SCRIPT [ARGS]`, alone or under torchrun.
+`python -m dpwise.userscript.harness SCRIPT [ARGS]`, alone or under torchrun.
 
 What it fixes, from the environment (the script is never changed):
-- DPWISE_VERIFY_SEED: `torch.manual_seed` before the script runs;
+- DPWISE_SCRIPT_SEED: `torch.manual_seed` before the script runs;
 - a shuffling `RandomSampler` visits the order `DistributedSampler(seed=0)` gives in the same
   epoch (`randperm(n)` seeded with the epoch), so the original's batches are the migrated
   script's global batches;
-- DPWISE_VERIFY_STEPS: after that many optimizer steps the run stops; rank 0 saves the
+- DPWISE_SCRIPT_STEPS: after that many optimizer steps the run stops; rank 0 saves the
   optimizer's parameters before the first step and after the last, in order, to
-  DPWISE_VERIFY_OUT (names are not needed: a wrapper does not change the order), with what in
-  the model can make parallel runs differ (`dpwise.migrate.causes`: BatchNorm, random layers);
-- DPWISE_VERIFY_PATH: the folder the original script lives in (for its sibling imports);
+  DPWISE_SCRIPT_OUT (names are not needed: a wrapper does not change the order), with what in
+  the model can make parallel runs differ (`dpwise.userscript.causes`: BatchNorm, random layers);
+- DPWISE_SCRIPT_PATH: the folder the original script lives in (for its sibling imports);
 - on a machine without CUDA, `cuda` placements run on the CPU (`.cuda()`, `.to(0)`,
   `device_count() == 1`) so that a GPU script can be checked here.
 """
@@ -29,8 +29,8 @@ from typing import Any
 import torch
 
 MARK = "dpwise-verify:"  # starts the line that says why a run ended too early
-ENDED = "verify-ended-rank"  # + the rank: the file that says it, beside DPWISE_VERIFY_OUT
-LOG = "verify-rank"  # + the rank + ".log": a launched worker's output, beside DPWISE_VERIFY_OUT
+ENDED = "verify-ended-rank"  # + the rank: the file that says it, beside DPWISE_SCRIPT_OUT
+LOG = "verify-rank"  # + the rank + ".log": a launched worker's output, beside DPWISE_SCRIPT_OUT
 LIMIT_MARK = "Timeout ("  # how faulthandler's dump at the time limit begins
 
 
@@ -85,7 +85,7 @@ def _stop_after(steps: int, out: str) -> list[int]:
         register_optimizer_step_pre_hook,
     )
 
-    from dpwise.migrate.causes import Watch
+    from dpwise.userscript.causes import Watch
 
     done: list[int] = []
     initial: list[list[torch.Tensor]] = []
@@ -182,15 +182,15 @@ def _run(script: str, as_file: str) -> None:
 
 def main(argv: list[str]) -> int:
     script = argv[0]
-    sys.path.insert(0, os.environ.get("DPWISE_VERIFY_PATH") or os.path.dirname(script))
-    torch.manual_seed(int(os.environ.get("DPWISE_VERIFY_SEED", "0")))
+    sys.path.insert(0, os.environ.get("DPWISE_SCRIPT_PATH") or os.path.dirname(script))
+    torch.manual_seed(int(os.environ.get("DPWISE_SCRIPT_SEED", "0")))
     _fixed_order()
-    steps = int(os.environ["DPWISE_VERIFY_STEPS"])
-    done = _stop_after(steps, os.environ["DPWISE_VERIFY_OUT"])
+    steps = int(os.environ["DPWISE_SCRIPT_STEPS"])
+    done = _stop_after(steps, os.environ["DPWISE_SCRIPT_OUT"])
     _cpu_stand_in()
     sys.argv = list(argv)
     try:
-        _run(script, os.environ.get("DPWISE_VERIFY_AS") or script)
+        _run(script, os.environ.get("DPWISE_SCRIPT_AS") or script)
     except _Done:
         _leave_group()
         return 0
@@ -207,12 +207,12 @@ def main(argv: list[str]) -> int:
 
 
 def _say_ended(why: str) -> int:
-    """Leave why the run ended early beside DPWISE_VERIFY_OUT; returns this worker's rank.
+    """Leave why the run ended early beside DPWISE_SCRIPT_OUT; returns this worker's rank.
 
     Every rank leaves it in its own file: the first to end is the one torchrun sees, and it
     stops the others, maybe before they print (their lines would interleave besides)."""
     rank = int(os.environ.get("RANK", "0"))
-    out = os.environ["DPWISE_VERIFY_OUT"]
+    out = os.environ["DPWISE_SCRIPT_OUT"]
     with open(os.path.join(os.path.dirname(out), f"{ENDED}{rank}"), "w", encoding="utf-8") as f:
         f.write(why)
     return rank
@@ -236,10 +236,10 @@ def worker(argv: list[str], limit: float) -> None:
 
 def _launched(argv: list[str], limit: float) -> None:
     """The script, as a torchrun worker would run it, with its output in its own log: in the
-    folder of DPWISE_VERIFY_OUT (what it writes stays there), with the threads torchrun gives
+    folder of DPWISE_SCRIPT_OUT (what it writes stays there), with the threads torchrun gives
     (OMP_NUM_THREADS; torch was imported before it was set), and ended with its stacks in the log
     when ``limit`` seconds have passed (a script that loops or waits forever)."""
-    folder = os.path.dirname(os.environ["DPWISE_VERIFY_OUT"])
+    folder = os.path.dirname(os.environ["DPWISE_SCRIPT_OUT"])
     log = open(os.path.join(folder, f"{LOG}{os.environ.get('RANK', '0')}.log"), "w")  # noqa: SIM115
     sys.stdout.flush()
     sys.stderr.flush()

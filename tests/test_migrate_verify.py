@@ -11,8 +11,9 @@ from torch import nn
 
 from dpwise.diagnosis.layers import Layer
 from dpwise.migrate.text import render_verdict
-from dpwise.migrate.verify import Verdict, _cause
+from dpwise.migrate.verify import Verdict
 from dpwise.userscript.causes import Watch, owning_models
+from dpwise.userscript.run import cause
 
 SCRIPT = Path(__file__).parent / "fixtures_migrate" / "dp_layers.py"
 
@@ -144,7 +145,7 @@ def test_a_run_that_fails_or_never_steps_is_one_line_exit_2_and_nothing_written(
 def test_the_harness_line_is_found_when_two_workers_wrote_it_at_once():
     said = "it ended without an optimizer step (no optimizer.step() was reached)"
     stderr = f"W1130 some warning\ndpwise-verify: {said}dpwise-verify: {said}\nE1130 failed\n"
-    assert _cause(stderr, 4) == f"did not reach 4 steps under torchrun: {said}"
+    assert cause(stderr, 4) == f"did not reach 4 steps under torchrun: {said}"
 
 
 def test_a_rank_that_ends_early_leaves_its_reason_in_a_file(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import child_env
 from dpwise.cli import main
-from dpwise.migrate import verify
+from dpwise.userscript import run
 from dpwise.userscript.harness import ENDED, LOG
 
 
@@ -71,7 +71,7 @@ def test_a_script_that_exits_early_under_verify_is_named_with_its_code_and_last_
         )
     assert proc.returncode == 3
     assert (folder / f"{ENDED}0").read_text() == "it exited with code 3 after 2 of 4 steps"
-    assert verify._why(folder, 4, 600, None) == (
+    assert run.why_ended(folder, 4, 600, None) == (
         "did not reach 4 steps under torchrun: it exited with code 3 after 2 of 4 steps (its "
         "last line: data file missing: /data/imagenet)"
     )
@@ -80,8 +80,7 @@ def test_a_script_that_exits_early_under_verify_is_named_with_its_code_and_last_
 def test_torchs_error_banner_is_never_the_cause_shown():
     banner = "\n".join(["*" * 40, "worker failed", "=" * 40, "*" * 40])
     assert (
-        verify._cause(banner, 4)
-        == "failed under torchrun (worker failed); run it by hand to see why"
+        run.cause(banner, 4) == "failed under torchrun (worker failed); run it by hand to see why"
     )
 
 

@@ -1,0 +1,105 @@
+"""One launch of a user's script, unedited, on dpwise's launcher (torch's elastic agent, as
+torchrun runs it): each worker runs the harness, which runs the script; and, when it ends without
+what the harness saves, why, in one line (the harness's own word, the time limit, the error a
+worker raised, the last line a worker printed). `migrate --verify` runs both its scripts through
+it."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from dpwise.launch.elastic import PeerStopped, WorkerFailed, launch
+from dpwise.launch.settings import LaunchSettings
+from dpwise.userscript.harness import ENDED, LIMIT_MARK, LOG, MARK, worker
+
+
+def launch_script(
+    script: Path, args: list[str], home: Path, out: Path, steps: int, nproc: int, timeout: float
+) -> None:
+    """One launch of `script` on ``nproc`` workers through dpwise's launcher (torch's elastic
+    agent, as torchrun runs it), in the folder of `out` (so that what the script writes stays
+    out of the user's folder), importing its siblings from `home`."""
+    env = {
+        "CUDA_VISIBLE_DEVICES": "",  # the CPU and gloo, whatever GPUs this machine has
+        "DPWISE_SCRIPT_AS": str(home / script.name),
+        "DPWISE_SCRIPT_STEPS": str(steps),
+        "DPWISE_SCRIPT_OUT": str(out),
+        "DPWISE_SCRIPT_PATH": str(home),
+    }
+    if nproc > 1 and "OMP_NUM_THREADS" not in os.environ:
+        env["OMP_NUM_THREADS"] = "1"  # what torchrun gives each of several workers
+    settings = LaunchSettings(nproc_per_node=nproc, timeout=timeout)
+    try:
+        launch(settings, worker, [str(script), *args], timeout, env=env)
+    except PeerStopped:
+        raise ScriptFailed(_late(timeout)) from None
+    except WorkerFailed as failed:
+        raise ScriptFailed(why_ended(out.parent, steps, timeout, failed)) from None
+    if not out.exists():
+        raise ScriptFailed(why_ended(out.parent, steps, timeout, None))
+
+
+def _late(timeout: float) -> str:
+    return (
+        f"did not end within {timeout:.0f} s under torchrun: a worker stopped, hung or waits for "
+        "input; run it by hand to see why"
+    )
+
+
+def why_ended(folder: Path, steps: int, timeout: float, failed: WorkerFailed | None) -> str:
+    """Why a launch ended without its parameters: what the harness wrote when the script ended
+    too early, the time limit, else the error the first failed worker raised (its traceback, as
+    the launcher recorded it), else the last lines the workers printed."""
+    ended = sorted(folder.glob(f"{ENDED}*"))
+    if ended:
+        why = ended[0].read_text(encoding="utf-8")
+        rank = ended[0].name[len(ENDED) :]
+        last = _last_words(folder / f"{LOG}{rank}.log")
+        said = f" (its last line: {last})" if last and why.startswith("it exited") else ""
+        return f"did not reach {steps} steps under torchrun: {why}{said}"
+    logs = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(folder.glob(f"{LOG}*"))]
+    if any(LIMIT_MARK in text for text in logs):
+        return _late(timeout)
+    if failed is not None and failed.details:
+        return cause(failed.details, steps)
+    words = [w for w in (_last_words(p) for p in sorted(folder.glob(f"{LOG}*"))) if w]
+    if failed is not None and words:  # os._exit, a signal: no Python error, but its own words
+        return (
+            f"failed under torchrun (worker rank {failed.rank} exited with code "
+            f"{failed.exitcode}; its last line: {words[0]}); run it by hand to see why"
+        )
+    return cause("\n".join(logs) + (f"\n{failed}" if failed else ""), steps)
+
+
+def _last_words(log: Path) -> str:
+    """The last line a worker printed that says something (no banner of asterisks or equals
+    signs, no launcher log line), shortened."""
+    try:
+        text = log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines() if _says_something(line)]
+    return lines[-1][:200] if lines else ""
+
+
+def _says_something(line: str) -> bool:
+    bare = line.strip()
+    return bool(bare.strip("=*-_#~ ")) and not bare.startswith("torch.distributed.elastic")
+
+
+class ScriptFailed(Exception):
+    """A run that crashed or ended before its steps: what its output says, in one line."""
+
+
+def cause(stderr: str, steps: int) -> str:
+    """The harness's own line when the script ended too early, else the exception line of a
+    worker's traceback, else the last line that says something."""
+    lines = [line.strip() for line in stderr.splitlines() if _says_something(line)]
+    short = [part.strip() for line in lines if MARK in line for part in line.split(MARK)[1:]]
+    if short:
+        return f"did not reach {steps} steps under torchrun: {short[-1]}"
+    errors = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b", line)]
+    why = (errors or lines or ["no output"])[-1]
+    return f"failed under torchrun ({why}); run it by hand to see why"

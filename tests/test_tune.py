@@ -235,12 +235,15 @@ BUDGET = ["--budget", "72"]
 @pytest.mark.slow
 def test_a_search_writes_the_contract_and_holds_each_candidate_to_the_default(tmp_path, run_here):
     """In this process: the claim is about what the search writes, not about a fresh process
-    (Ctrl-C and the killed worker below keep theirs)."""
+    (Ctrl-C and the killed worker below keep theirs). A global batch of 4 splits in two only
+    (accum_steps=4 would leave one worker half a row): one training fewer per round, and the
+    split still trains another model (its parameters 0.2 from the default's, the lossless
+    knobs' 0.0)."""
     out = tmp_path / "t"
     model = "trapmodels:running_norm_model"
     knobs = "gradient_as_bucket_view,accum_steps,zero1"
     got = run_here("tune", "--nproc", "2", "--budget", "60", "--model", model, "--knobs", knobs,
-                   "--out", str(out))  # fmt: skip
+                   "--batch-size", "4", "--out", str(out))  # fmt: skip
     assert got.returncode == 0, got.stderr
     doc = _results(out)
     assert set(doc) >= {"default", "candidates", "winner"}

@@ -244,12 +244,16 @@ def _ended_in_one_line(node: _Node, limit: float) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("trial", [1, 2])
-def test_the_survivor_of_a_killed_store_host_ends_in_one_line(trial):
+def test_the_survivor_of_a_killed_store_host_ends_in_one_line():
     """Two nodes of probe-link on loopback: the first to start hosts the c10d store; kill -9 of
     its dpwise mid-probe (its workers go with it). The survivor's launcher, polling the store,
     or its worker, in a collective, sees it first: either way one line (before: an 84-88 line
-    traceback from the launcher's store call in 2 of 6 trials)."""
+    traceback from the launcher's store call in 2 of 6 trials).
+    One trial: a second one, killed 1 s into the probe instead of 0.5 s, landed in the same
+    all_reduce sweep and took the same path (the launcher's, both times when measured); which
+    side sees the loss first is a race the delay does not choose, so the second trial was
+    another draw of the same race, not another case, for about 15 s of CPU (two more nodes
+    started, torch imported in each)."""
     port = free_port()
     argv = [sys.executable, "-m", "dpwise", "probe-link", "--nproc", "1", "--device", "cpu",
             "--max-bytes", "1GiB", "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
@@ -261,7 +265,7 @@ def test_the_survivor_of_a_killed_store_host_ends_in_one_line(trial):
         survivor = _Node(argv)
         probing = "probe-link: all_reduce"  # rank 0's progress: the probe is under way
         _wait_for(lambda: any(probing in line for line in host.lines + survivor.lines), probing)
-        time.sleep(0.5 * trial)
+        time.sleep(0.5)
         its_own = descendants(survivor.proc.pid)  # its fork server and worker
         host.proc.kill()
         last = _ended_in_one_line(survivor, PEER_LIMIT_S)

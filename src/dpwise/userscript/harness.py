@@ -11,6 +11,9 @@ What it fixes, from the environment (the script is never changed):
   optimizer's parameters before the first step and after the last, in order, to
   DPWISE_SCRIPT_OUT (names are not needed: a wrapper does not change the order), with what in
   the model can make parallel runs differ (`dpwise.userscript.causes`: BatchNorm, random layers);
+- DPWISE_SCRIPT_MEASURE: each rank also writes what it measured (its steps' end times, rows and
+  digests: dpwise.userscript.meter; its peak memory) to `measure-rank<R>.json` beside
+  DPWISE_SCRIPT_OUT;
 - DPWISE_SCRIPT_PATH: the folder the original script lives in (for its sibling imports);
 - on a machine without CUDA, `cuda` placements run on the CPU (`.cuda()`, `.to(0)`,
   `device_count() == 1`) so that a GPU script can be checked here.
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 import faulthandler
 import gc
+import json
 import os
+import resource
 import runpy
 import sys
 from collections.abc import Iterator
@@ -28,8 +33,11 @@ from typing import Any
 
 import torch
 
+from dpwise.userscript.meter import Meter
+
 MARK = "dpwise-verify:"  # starts the line that says why a run ended too early
 ENDED = "verify-ended-rank"  # + the rank: the file that says it, beside DPWISE_SCRIPT_OUT
+MEASURED = "measure-rank"  # + the rank + ".json": what DPWISE_SCRIPT_MEASURE has each rank write
 LOG = "verify-rank"  # + the rank + ".log": a launched worker's output, beside DPWISE_SCRIPT_OUT
 LIMIT_MARK = "Timeout ("  # how faulthandler's dump at the time limit begins
 
@@ -91,6 +99,7 @@ def _stop_after(steps: int, out: str) -> list[int]:
     initial: list[list[torch.Tensor]] = []
     main = int(os.environ.get("RANK", "0")) == 0
     watch = Watch()
+    meter = Meter().install() if os.environ.get("DPWISE_SCRIPT_MEASURE") else None
 
     def before(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if not initial:
@@ -100,10 +109,15 @@ def _stop_after(steps: int, out: str) -> list[int]:
 
     def after(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         done.append(1)
+        if meter is not None:
+            meter.step()
         if len(done) == 2:  # the forwards between the first two steps were watched
             watch.stop()
         if len(done) < steps:
             return
+        if meter is not None:
+            meter.remove()
+            _write_measured(meter, out)
         if main:
             final = _params(optimizer)
             state = {"initial": initial[0], "final": final, "causes": watch.causes()}
@@ -113,6 +127,28 @@ def _stop_after(steps: int, out: str) -> list[int]:
     register_optimizer_step_pre_hook(before)
     register_optimizer_step_post_hook(after)
     return done
+
+
+def _write_measured(meter: Meter, out: str) -> None:
+    """This rank's steps and peak memory, beside ``out``."""
+    rank = os.environ.get("RANK", "0")
+    doc = {"rank": int(rank), **meter.record.to_json(), "peak_memory": peak_memory()}
+    path = os.path.join(os.path.dirname(out), f"{MEASURED}{rank}.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+
+
+def peak_memory() -> dict[str, Any]:
+    """The CUDA allocator's peak on every device this process used (DataParallel: every visible
+    one), else the process's peak resident memory (the CPU: what the operating system saw)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        peaks = {
+            f"cuda:{d}": torch.cuda.max_memory_allocated(d)
+            for d in range(torch.cuda.device_count())
+        }
+        return {"kind": "cuda_max_memory_allocated", "bytes": {k: v for k, v in peaks.items() if v}}
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
+    return {"kind": "cpu_peak_rss", "bytes": {"cpu": rss}}
 
 
 def _together() -> dict[str, int]:

@@ -16,11 +16,19 @@ from dpwise.userscript.harness import ENDED, LIMIT_MARK, LOG, MARK, worker
 
 
 def launch_script(
-    script: Path, args: list[str], home: Path, out: Path, steps: int, nproc: int, timeout: float
+    script: Path,
+    args: list[str],
+    home: Path,
+    out: Path,
+    steps: int,
+    nproc: int,
+    timeout: float,
+    measure: bool = False,
 ) -> None:
     """One launch of `script` on ``nproc`` workers through dpwise's launcher (torch's elastic
     agent, as torchrun runs it), in the folder of `out` (so that what the script writes stays
-    out of the user's folder), importing its siblings from `home`."""
+    out of the user's folder), importing its siblings from `home`; ``measure``: each rank also
+    writes what it measured beside `out` (harness.MEASURED)."""
     env = {
         "CUDA_VISIBLE_DEVICES": "",  # the CPU and gloo, whatever GPUs this machine has
         "DPWISE_SCRIPT_AS": str(home / script.name),
@@ -28,6 +36,8 @@ def launch_script(
         "DPWISE_SCRIPT_OUT": str(out),
         "DPWISE_SCRIPT_PATH": str(home),
     }
+    if measure:
+        env["DPWISE_SCRIPT_MEASURE"] = "1"
     if nproc > 1 and "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = "1"  # what torchrun gives each of several workers
     settings = LaunchSettings(nproc_per_node=nproc, timeout=timeout)

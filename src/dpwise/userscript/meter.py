@@ -1,0 +1,137 @@
+"""What a user's script does at each optimizer step, measured inside the rank without editing it
+(torch's global hooks): when the step ended, how many rows entered the model since the step
+before, and a digest of those rows (two ranks that trained the same rows have the same digests).
+
+Rows are counted at the outermost module call of the thread that steps the optimizer (a
+DataParallel wrapper's whole batch, not each replica's share): the first dimension of its first
+tensor argument, positional or keyword (`model(x)`, `model(input_ids=…)`). A digest reads a few
+values of each batch, never the whole of it. Until the first step every module call passes
+through two global hooks; from then on only the modules found outermost are hooked, so a step
+of a deep model costs one hook call per model call and a hash of at most DIGEST_VALUES numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+DIGEST_VALUES = 64  # values of a batch read for its digest, spread over the batch
+
+
+@dataclass
+class StepRecord:
+    """Every optimizer step of one rank: when it ended (perf_counter seconds), the rows that
+    entered the model since the step before, and their digest."""
+
+    ends: list[float] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+    digests: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ends": self.ends, "rows": self.rows, "digests": self.digests}
+
+
+class Meter:
+    """Counts the rows of each step's model calls; ``step()`` closes a step."""
+
+    def __init__(self) -> None:
+        self.record = StepRecord()
+        self._local = threading.local()
+        self._stepping = threading.main_thread()
+        self._rows = 0
+        self._hash = hashlib.blake2b(digest_size=8)
+        self._handles: list[Any] = []
+        self._outermost: dict[int, weakref.ref[torch.nn.Module]] = {}
+        self._narrowed = False
+
+    def install(self) -> Meter:
+        from torch.nn.modules.module import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
+
+        self._handles = [
+            register_module_forward_pre_hook(self._enter),
+            register_module_forward_hook(self._leave, with_kwargs=True, always_call=True),
+        ]
+        return self
+
+    def remove(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def step(self, stepping: threading.Thread | None = None) -> None:
+        """Close the step that just ended (called from the optimizer's step hook)."""
+        self._stepping = stepping or threading.current_thread()
+        self.record.ends.append(time.perf_counter())
+        self.record.rows.append(self._rows)
+        self.record.digests.append(self._hash.hexdigest() if self._rows else "")
+        self._rows = 0
+        self._hash = hashlib.blake2b(digest_size=8)
+        if not self._narrowed and self._outermost:
+            self._narrow()
+
+    def _narrow(self) -> None:
+        """From the global hooks to a hook on each module found outermost."""
+        self.remove()
+        for ref in self._outermost.values():
+            module = ref()
+            if module is not None:
+                handle = module.register_forward_hook(self._top, with_kwargs=True, always_call=True)
+                self._handles.append(handle)
+        self._narrowed = True
+
+    def _top(self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        if threading.current_thread() is self._stepping:
+            self._count(args, kwargs)
+
+    def _enter(self, module: torch.nn.Module, args: Any) -> None:
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+
+    def _leave(self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        depth = getattr(self._local, "depth", 1) - 1
+        self._local.depth = depth
+        if depth or threading.current_thread() is not self._stepping:
+            return
+        self._outermost.setdefault(id(module), weakref.ref(module))
+        self._count(args, kwargs)
+
+    def _count(self, args: Any, kwargs: Any) -> None:
+        batch = first_tensor((*args, *kwargs.values()))
+        if batch is None or batch.dim() == 0:
+            return
+        self._rows += batch.shape[0]
+        self._hash.update(sample_bytes(batch))
+
+
+def first_tensor(values: Iterable[Any]) -> torch.Tensor | None:
+    """The first tensor among ``values``, looking one level into lists, tuples and dicts (a
+    batch passed as `model(batch)` where batch is a dict of tensors)."""
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            return value
+        inner: Iterable[Any] = ()
+        if isinstance(value, dict):
+            inner = value.values()
+        elif isinstance(value, list | tuple):
+            inner = value
+        for item in inner:
+            if isinstance(item, torch.Tensor):
+                return item
+    return None
+
+
+def sample_bytes(batch: torch.Tensor) -> bytes:
+    """A few values of ``batch``, spread evenly over it, with its shape: what a digest reads."""
+    flat = batch.detach().reshape(-1)
+    stride = max(1, flat.numel() // DIGEST_VALUES)
+    values = flat[::stride][:DIGEST_VALUES].to("cpu", torch.float64)
+    return repr(tuple(batch.shape)).encode() + values.numpy().tobytes()

@@ -61,14 +61,21 @@ def kubeflow(net: netlab.NetPair) -> list[tuple[str, dict[str, str], list[str]]]
     ]
 
 
-def open_mpi(net: netlab.NetPair) -> list[tuple[str, dict[str, str], list[str]]]:
-    base = {"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+def open_mpi(net: netlab.NetPair, per_host: int = 2) -> list[tuple[str, dict[str, str], list[str]]]:
+    base = {"OMPI_COMM_WORLD_SIZE": str(2 * per_host),
+            "OMPI_COMM_WORLD_LOCAL_SIZE": str(per_host),
             "OMPI_MCA_ess_base_jobid": "3148480513", "MASTER_ADDR": net.host["a"]}  # fmt: skip
     return [
-        (side, {**base, "OMPI_COMM_WORLD_RANK": str(2 * node + local),
+        (side, {**base, "OMPI_COMM_WORLD_RANK": str(per_host * node + local),
                 "OMPI_COMM_WORLD_LOCAL_RANK": str(local)}, [])
-        for node, side in enumerate("ab") for local in range(2)
+        for node, side in enumerate("ab") for local in range(per_host)
     ]  # fmt: skip
+
+
+def open_mpi_one_per_host(net: netlab.NetPair) -> list[tuple[str, dict[str, str], list[str]]]:
+    """Open MPI's variables with one task per host: every worker is still one the scheduler
+    started (the mode a killed host's test needs), with half the processes to start."""
+    return open_mpi(net, per_host=1)
 
 
 def topology_lines(net: netlab.NetPair) -> dict[str, dict[str, str]]:
@@ -109,6 +116,8 @@ ENVIRONMENTS = {
     "kubeflow": kubeflow,
     "open_mpi": open_mpi,
 }
+# for test_schedulers_killed_host only (the topology lines of two tasks per host are the e2e's)
+ONE_PER_HOST = {"open_mpi_one_per_host": open_mpi_one_per_host}
 
 
 class Output:
@@ -133,7 +142,7 @@ def start_on_both(
     net: netlab.NetPair, name: str, out: Path, extra: list[str]
 ) -> list[tuple[str, Output]]:
     started = []
-    for side, env, flags in ENVIRONMENTS[name](net):
+    for side, env, flags in {**ENVIRONMENTS, **ONE_PER_HOST}[name](net):
         argv = [sys.executable, "-m", "dpwise", "train", "--strategy", "ddp", "--out", str(out),
                 *flags, *extra]  # fmt: skip
         proc = net.popen(side, argv, env=child_env(env), stdout=subprocess.PIPE,

@@ -1,7 +1,8 @@
 """Under a scheduler's environment on two hosts (helpers_schedulers): a killed host ends the
 other within --timeout with one line. Two environments where dpwise's launcher runs on each host
 (SLURM one task per node; Kubeflow's PET_* variables) and one where the scheduler starts every
-worker (Open MPI's; SLURM one task per device starts them the same way, and trains across two
+worker (Open MPI's, one task per host: a worker per device ends the same however many share its
+host, and half the processes start; two per host, and SLURM's tasks per device, train across two
 hosts in test_schedulers_e2e): a second of that kind would prove the same ending again."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from helpers_schedulers import MARKS, REASON, RUN_LIMIT_S, TIMEOUT_S, left_in, s
 pytestmark = MARKS
 
 
-@pytest.mark.parametrize("name", ["kubeflow", "open_mpi", "slurm_per_node"])
+@pytest.mark.parametrize("name", ["kubeflow", "open_mpi_one_per_host", "slurm_per_node"])
 def test_a_killed_host_ends_the_other_within_the_timeout(tmp_path, name):
     assert REASON is None, REASON
     with netlab.NetPair(named=True) as net:

@@ -108,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
     if strategies.multiprocess(args.strategy) and topology.mode != "worker" and not args.dry_run:
         # before the settings, whose checks import torch: the workers' imports overlap them
         forking.ensure_running(WORKER_MODULE)
+    elif topology.mode == "worker" and not args.dry_run:  # the scheduler started it per device
+        forking.import_as_server(WORKER_MODULE)
     command = read(args, topology)
     cfg = command.config
     from dpwise.train.session import dry_run, run_train

@@ -4,9 +4,10 @@ Every process dpwise starts (a launched worker of ddp, fsdp or probe-link, a com
 `migrate --verify` run) needs torch, and torch._dynamo, which the first optimizer a process
 builds imports: about three seconds of a core each on a small machine, paid once per process
 with spawn. A fork server imports them once, runs nothing (no threads, no CUDA), and forks each
-process from there: as clean as spawn, without paying the imports again. Its last import
-(``frozen``) takes what the imports made out of the garbage collector's sight. A command that will
-start processes starts the server first thing, so that its imports overlap the command's own.
+process from there: as clean as spawn, without paying the imports again. Its first import
+(``unfrozen``) turns the garbage collector off for the imports; its last (``frozen``) takes what
+they made out of the collector's sight and turns it back on. A command that will start
+processes starts the server first thing, so that its imports overlap the command's own.
 Spawn where there is no fork server (Windows).
 
 A forked process gets the parent's sys.path, argv and working folder from multiprocessing (as
@@ -59,7 +60,9 @@ _STOP_AT_EXIT: list[Any] = []  # the exit hook, once registered
 _BORROWED: list[int] = []  # the pid of the parent's server this process forks from (borrow)
 # What the server imports before it forks anything; a command adds its own worker module.
 PRELOAD = ["dpwise.launch.forking", "torch", "torch._dynamo"]
-# Its last import: the objects of the imports before it leave the collector's sight (frozen.py).
+# Its first import turns the collector off for the imports (unfrozen.py); its last one freezes
+# their objects out of the collector's sight and turns it back on (frozen.py).
+UNFREEZE = "dpwise.launch.unfrozen"
 FREEZE = "dpwise.launch.frozen"
 
 
@@ -76,8 +79,30 @@ def context(
     if start_method() == "spawn":
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD + [m for m in modules if m not in PRELOAD] + [FREEZE])
+    ctx.set_forkserver_preload(
+        [UNFREEZE, *PRELOAD, *[m for m in modules if m not in PRELOAD], FREEZE]
+    )
     return ctx
+
+
+def import_as_server(*modules: str) -> None:
+    """In a process that is its own worker (one a scheduler started per device, where no
+    server forks it), the server's imports and ``modules``, as the server makes them: with the
+    garbage collector off (they make no garbage; its collections during them cost about a
+    fifth of them), then out of its sight (``frozen``), so that ddp's teardown collection and
+    the exit's walk only what the training made."""
+    import gc
+    import importlib
+
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        for name in [*PRELOAD, *modules]:
+            importlib.import_module(name)
+    finally:
+        gc.freeze()
+        if was_on:
+            gc.enable()
 
 
 def ensure_running(*modules: str) -> None:

@@ -16,3 +16,4 @@ nothing else imports it.
 import gc
 
 gc.freeze()
+gc.enable()  # off since the server's first import (unfrozen.py)

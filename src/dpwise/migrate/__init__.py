@@ -1,6 +1,6 @@
 """Owns: `dpwise migrate`: a script's facts, the edits that rewrite it for torchrun, their one-pass
 apply, --verify (its scripts run by userscript's harness), its settings, run and text.
-May import: advise (the job scripts), userscript, lint, launch, diagnosis, infra, errors
+May import: advise (the job scripts), userscript, lint, diagnosis, infra, errors
 Imported by: commands
 
 `dpwise migrate`: a single-process or DataParallel training script rewritten into one that runs

@@ -122,7 +122,8 @@ def test_verify_names_the_layer_that_makes_the_runs_differ(tmp_path, run_here, k
 
 
 FAILED = {
-    "crash": "failed under torchrun (RuntimeError: the data file is corrupt); run it by hand to "
+    "crash": "failed under torchrun (rank 0, dp_layers.py line 27: RuntimeError: the data file is "
+    "corrupt); run it by hand to "
     "see why",
     "nostep": "did not reach 4 steps under torchrun: it ended without an optimizer step "
     "(no optimizer.step() was reached)",

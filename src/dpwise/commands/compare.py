@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from collections import UserString
 
 from dpwise.commands.common import add_workload_args, command_line, topology_for
@@ -37,6 +38,16 @@ examples:
   dpwise compare                                  # the guide's SimpleModel, world sizes 1 and 2
   dpwise compare --model cnn --out runs/cnn       # BatchNorm: convergence fails and says why
   dpwise compare --model mypkg.models:build --data mypkg.data:load --world-sizes 1,2,4
+  dpwise compare dp_train.py ddp_train.py --world-sizes 2   # your own scripts, unedited
+  dpwise compare --script 'python train.py --lr 0.1' --script 'torchrun --nproc_per_node=2 train.py'
+
+Your own scripts (SCRIPT or --script CMD, the command line you run today) run unedited, from
+the folder you run dpwise in, as they are launched: under torchrun, spawning their own workers,
+or as one process with or without DataParallel (read from the script). Each of --repeats
+(default 5 for scripts) launches each script afresh for --max-steps optimizer steps (default 10)
+after 2 untimed ones, from the same seed and sampler order; --world-sizes sets the processes or
+devices. The workload flags (--model, --data, --epochs, --batch-size, --optimizer, --lr,
+--precision, --strategies …) are for dpwise's own loop only.
 
 Each run trains --epochs epochs (at most --max-steps optimizer steps) --repeats times from the
 same initial state, in its own process; the runs take turns round by round, so a change in the
@@ -73,10 +84,59 @@ PROJECTION = ("project_links", "project_devices")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of CompareConfig's settings (defaults and help live on its fields), in groups."""
+    p.add_argument(
+        "scripts", nargs="*", metavar="SCRIPT", help="your own training scripts (as --script)"
+    )
+    p.add_argument(
+        "--script",
+        action="append",
+        default=[],
+        metavar="CMD",
+        dest="script_commands",
+        help="a command line you run today, quoted: 'python dp_train.py', 'torchrun "
+        "--nproc_per_node=2 train.py --lr 0.1' (repeatable; the first is the reference)",
+    )
     add_workload_args(p, CompareConfig)
     add_settings(p.add_argument_group("runs"), CompareConfig, RUNS)
     add_settings(p.add_argument_group("outputs"), CompareConfig, ("out", "quiet"))
     add_settings(p.add_argument_group("projection"), CompareConfig, PROJECTION)
+
+
+# What only dpwise's own loop reads: given with a script, it would be ignored.
+OWN_LOOP = (
+    *("model", "model_args", "data", "data_args", "loss", "strategies", "epochs"),
+    *("batch_size", "precision", "optimizer", "lr", "find_unused_parameters", "device"),
+)
+SCRIPT_REPEATS = 5  # a script's repeat is a fresh launch: fewer than compare's own by default
+
+
+def _run_scripts(args: argparse.Namespace, scripts: list[str], command: str) -> int:
+    from dataclasses import replace
+
+    from dpwise.errors import DpwiseError
+    from dpwise.launch.forking import ensure_running, stop_now
+    from dpwise.userscript.harness import __name__ as harness
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    mixed = [n for n in OWN_LOOP if getattr(args, n) != parser.get_default(n)]
+    if mixed:
+        flag = "--" + mixed[0].replace("_", "-")
+        raise DpwiseError(
+            f"{flag} is for dpwise's own training loop; your scripts train with their own "
+            f"model, data and optimizer: drop {flag}, or compare without --script"
+        )
+    cfg = compare_config(args)
+    if not any(a == "--repeats" or a.startswith("--repeats=") for a in args.argv):
+        cfg = replace(cfg, repeats=SCRIPT_REPEATS)
+    ensure_running(harness)  # the scripts' processes fork from a server that imported torch
+    try:
+        from dpwise.compare.session import run_scripts
+
+        return run_scripts(cfg, scripts, command)
+    except KeyboardInterrupt:
+        stop_now()
+        raise
 
 
 def compare_config(args: argparse.Namespace) -> CompareConfig:
@@ -94,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(lines))
         return 0
+    scripts = [*args.script_commands, *(shlex.quote(s) for s in args.scripts)]
+    if scripts:
+        return _run_scripts(args, scripts, " ".join(["dpwise", *argv]))
     ensure_running(RUN_MODULE)  # the run processes' imports overlap the ones below
     try:
         from dpwise.compare.session import run_compare

@@ -15,7 +15,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from dpwise.compare.matrix import RunSpec
 from dpwise.compare.settings import RUN_MODULE, CompareConfig
@@ -34,9 +34,10 @@ STOP_GRACE_S = 10.0
 SILENCE_MIN_S = 10.0  # the shortest silence that fails a run process, even under --timeout 1
 
 Event = Callable[[dict[str, Any]], None]
+T = TypeVar("T")
 
 
-def rounds(specs: list[RunSpec], repeats: int) -> list[tuple[int, RunSpec]]:
+def rounds(specs: list[T], repeats: int) -> list[tuple[int, T]]:
     """(round, run) in the order the turns are granted: each round rotates the order by one."""
     order = []
     for r in range(repeats):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,21 +42,52 @@ def run_compare(cfg: CompareConfig, command: str) -> int:
     check_runs(specs, seen, cfg.optimizer)
     if seen.probe.unused:  # random layers, unused parameters
         cfg = replace(cfg, find_unused_parameters=True)  # DDP stops without it
-    outputs.check_writable(cfg.out)
-    outowner.check(cfg.out, outowner.COMPARE)  # tune's or train's results are not replaced
-    created = first_missing(cfg.out)
-    try:
-        with locked(cfg.out):  # one compare (or train) writes an --out at a time
-            results, html = _measure_and_report(cfg, hw, specs, seen, command, started)
-    except BaseException:
-        # a user mistake found by a run, a crash, Ctrl-C: no half-written report folder, but what
-        # was measured (the runs swapped into --out) is never removed by this failure
-        if created is not None and not publish.holds_runs(cfg.out):
-            shutil.rmtree(created, ignore_errors=True)
-        raise
+    results, html = written(cfg.out, lambda: _measure_and_report(cfg, hw, specs, seen, command,
+                                                                 started))  # fmt: skip
     if not cfg.quiet:
         _print_summary(results, html, cfg)
     return 1 if any(c.status == "fail" for c in results.checks) else 0
+
+
+def run_scripts(cfg: CompareConfig, given: list[str], command: str) -> int:
+    """`compare --script`: the user's scripts, unedited, through the same checks and report;
+    returns the exit code as run_compare does."""
+    from dpwise.compare import scripted, scripted_analysis
+    from dpwise.userscript.command import parse
+
+    started = time.perf_counter()
+    specs = scripted.matrix([parse(g) for g in given], cfg.world_sizes or (1, 2))
+    steps = cfg.max_steps or scripted.DEFAULT_STEPS
+    settings = {"steps": steps, "repeats": cfg.repeats, "seed": cfg.seed,
+                "tolerance": cfg.tolerance}  # fmt: skip
+
+    def measured(stage: Path) -> tuple[Results, float]:
+        runs = scripted.measure(specs, stage, cfg.repeats, steps, cfg.timeout, cfg.seed)
+        ended = time.perf_counter()
+        found = scripted.causes(stage, runs[0])
+        return scripted_analysis.assemble(stage, runs, specs, found, settings, command), ended
+
+    results, html = written(cfg.out, lambda: publish_measured(cfg.out, measured, started))
+    if not cfg.quiet:
+        _print_summary(results, html, cfg)
+    return 1 if any(c.status == "fail" for c in results.checks) else 0
+
+
+def written(out: Path, make: Callable[[], tuple[Results, Path]]) -> tuple[Results, Path]:
+    """``make`` (which measures and writes the report) with ``out`` checked and locked; a failure
+    leaves no half-written report folder, but never removes runs already swapped in."""
+    outputs.check_writable(out)
+    outowner.check(out, outowner.COMPARE)  # tune's or train's results are not replaced
+    created = first_missing(out)
+    try:
+        with locked(out):  # one compare (or train) writes an --out at a time
+            return make()
+    except BaseException:
+        # a user mistake found by a run, a crash, Ctrl-C: no half-written report folder, but what
+        # was measured (the runs swapped into --out) is never removed by this failure
+        if created is not None and not publish.holds_runs(out):
+            shutil.rmtree(created, ignore_errors=True)
+        raise
 
 
 def check_runs(specs: list[RunSpec], seen: Inspection, optimizer: str) -> None:
@@ -85,34 +117,46 @@ def _measure_and_report(
     command: str,
     started: float,
 ) -> tuple[Results, Path]:
-    err = Console(stderr=True)
-    units = len(specs) * (cfg.repeats + 1)
-    stage = publish.staging(cfg.out)  # the runs write here; the old report stays valid
-    try:
+    def measured(stage: Path) -> tuple[Results, float]:
+        err = Console(stderr=True)
+        units = len(specs) * (cfg.repeats + 1)
         staged = replace(cfg, out=stage)
         # a bar only on a terminal: in a log its last state would sit above any error line
         shown = not cfg.quiet and err.is_terminal
         with CompareProgress(units, err, enabled=shown) as progress:
             runs = run_all(staged, specs, progress.on_event)
-        measured = time.perf_counter()
-        results = assemble(staged, hw, runs, command, seen)
-        publish.swap_in(stage, cfg.out)
+        ended = time.perf_counter()
+        return assemble(staged, hw, runs, command, seen), ended
+
+    return publish_measured(cfg.out, measured, started)
+
+
+def publish_measured(
+    out: Path, measured: Callable[[Path], tuple[Results, float]], started: float
+) -> tuple[Results, Path]:
+    """``measured`` runs in a staging folder (the old report stays valid meanwhile) and returns
+    the results and when its runs ended; its runs are swapped into ``out``, then results.json and
+    the reports written."""
+    stage = publish.staging(out)  # the runs write here; the old report stays valid
+    try:
+        results, ended = measured(stage)
+        publish.swap_in(stage, out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     try:
         # the measurements first: a report that cannot be written (a full disk) loses nothing
-        outputs.write_json(results.to_json(), cfg.out / "results.json")
-        results, written = write_reports(results, cfg.out)  # now naming the plots written
+        outputs.write_json(results.to_json(), out / "results.json")
+        results, written = write_reports(results, out)  # now naming the plots written
         timing = {
             "wall_seconds": time.perf_counter() - started,
-            "runs_seconds": measured - started,
-            "training_seconds": sum(r.training_seconds or 0.0 for r in runs),
-            "report_seconds": time.perf_counter() - measured,
+            "runs_seconds": ended - started,
+            "training_seconds": sum(r.training_seconds or 0.0 for r in results.runs),
+            "report_seconds": time.perf_counter() - ended,
         }
         results = replace(results, timing=timing)
-        outputs.write_json(results.to_json(), cfg.out / "results.json")
+        outputs.write_json(results.to_json(), out / "results.json")
     except DpwiseError as exc:
-        raise DpwiseError(f"{exc}; {publish.kept(cfg.out)}") from None
+        raise DpwiseError(f"{exc}; {publish.kept(out)}") from None
     return results, written["html"]
 
 

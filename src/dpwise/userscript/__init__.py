@@ -2,7 +2,7 @@
 (the seed, the sampler's order, the CPU's stand-in for CUDA placements, the optimizer-step hooks
 that stop it and save its parameters), what in its model makes parallel runs differ (causes).
 May import: lint, launch, diagnosis, infra, errors
-Imported by: migrate (--verify)
+Imported by: compare (--script), commands, migrate (--verify)
 
 A script runs as its user runs it: its own loop, optimizer, scheduler and data. dpwise changes
 the conditions around it (the environment, torch's hooks), never its text.

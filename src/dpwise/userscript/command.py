@@ -39,6 +39,7 @@ class ScriptCommand:
     launcher: Launcher = "path"
     nproc: int | None = None
     env: dict[str, str] = field(default_factory=dict)
+    cwd: Path = field(default_factory=Path.cwd)  # the folder the command runs in
 
     @property
     def name(self) -> str:
@@ -138,4 +139,6 @@ def _script(
     if not script.is_file():
         what = "is a folder" if script.is_dir() else "does not exist"
         raise DpwiseError(f"--script {given!r}: {path} {what}: give the path of a training script")
-    return ScriptCommand(given, script.resolve(), tuple(args), launcher, nproc, env)
+    return ScriptCommand(
+        given, script.resolve(), tuple(args), launcher, nproc, env, (cwd or Path.cwd()).resolve()
+    )

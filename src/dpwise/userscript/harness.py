@@ -281,7 +281,7 @@ def _launched(argv: list[str], limit: float) -> None:
     sys.stderr.flush()
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
-    os.chdir(folder)
+    os.chdir(os.environ.get("DPWISE_SCRIPT_CWD") or folder)  # compare: the user's own folder
     threads = os.environ.get("OMP_NUM_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         torch.set_num_threads(int(threads))

@@ -24,18 +24,27 @@ def launch_script(
     nproc: int,
     timeout: float,
     measure: bool = False,
+    devices: int = 1,
+    seed: int = 0,
+    cwd: Path | None = None,
 ) -> None:
     """One launch of `script` on ``nproc`` workers through dpwise's launcher (torch's elastic
     agent, as torchrun runs it), in the folder of `out` (so that what the script writes stays
     out of the user's folder), importing its siblings from `home`; ``measure``: each rank also
-    writes what it measured beside `out` (harness.MEASURED)."""
+    writes what it measured beside `out` (harness.MEASURED); ``devices``: the GPUs the script sees
+    (on the CPU, what the stand-in answers for `torch.cuda.device_count()`); ``seed``: set before
+    the script runs; ``cwd``: the folder it runs in (default: the folder of `out`)."""
     env = {
         "CUDA_VISIBLE_DEVICES": "",  # the CPU and gloo, whatever GPUs this machine has
         "DPWISE_SCRIPT_AS": str(home / script.name),
         "DPWISE_SCRIPT_STEPS": str(steps),
         "DPWISE_SCRIPT_OUT": str(out),
         "DPWISE_SCRIPT_PATH": str(home),
+        "DPWISE_SCRIPT_DEVICES": str(devices),
+        "DPWISE_SCRIPT_SEED": str(seed),
     }
+    if cwd is not None:
+        env["DPWISE_SCRIPT_CWD"] = str(cwd)
     if measure:
         env["DPWISE_SCRIPT_MEASURE"] = "1"
     if nproc > 1 and "OMP_NUM_THREADS" not in os.environ:
@@ -46,7 +55,7 @@ def launch_script(
     except PeerStopped:
         raise ScriptFailed(_late(timeout)) from None
     except WorkerFailed as failed:
-        raise ScriptFailed(why_ended(out.parent, steps, timeout, failed)) from None
+        raise ScriptFailed(why_ended(out.parent, steps, timeout, failed, script)) from None
     if not out.exists():
         raise ScriptFailed(why_ended(out.parent, steps, timeout, None))
 
@@ -58,7 +67,13 @@ def _late(timeout: float) -> str:
     )
 
 
-def why_ended(folder: Path, steps: int, timeout: float, failed: WorkerFailed | None) -> str:
+def why_ended(
+    folder: Path,
+    steps: int,
+    timeout: float,
+    failed: WorkerFailed | None,
+    script: Path | None = None,
+) -> str:
     """Why a launch ended without its parameters: what the harness wrote when the script ended
     too early, the time limit, else the error the first failed worker raised (its traceback, as
     the launcher recorded it), else the last lines the workers printed."""
@@ -73,7 +88,7 @@ def why_ended(folder: Path, steps: int, timeout: float, failed: WorkerFailed | N
     if any(LIMIT_MARK in text for text in logs):
         return _late(timeout)
     if failed is not None and failed.details:
-        return cause(failed.details, steps)
+        return cause(failed.details, steps, where(failed, script))
     words = [w for w in (_last_words(p) for p in sorted(folder.glob(f"{LOG}*"))) if w]
     if failed is not None and words:  # os._exit, a signal: no Python error, but its own words
         return (
@@ -103,13 +118,23 @@ class ScriptFailed(Exception):
     """A run that crashed or ended before its steps: what its output says, in one line."""
 
 
-def cause(stderr: str, steps: int) -> str:
+def where(failed: WorkerFailed, script: Path | None) -> str:
+    """ "rank R, NAME line N: ": the failed worker, and the script's last line in its traceback
+    (the line of the script that raised, or that called what raised)."""
+    lines = re.findall(r'File "([^"]+)", line (\d+)', failed.details or "")
+    mine = [n for path, n in lines if script is not None and Path(path).name == script.name]
+    at = f", {script.name} line {mine[-1]}" if mine and script is not None else ""
+    return f"rank {failed.rank}{at}: "
+
+
+def cause(stderr: str, steps: int, where: str = "") -> str:
     """The harness's own line when the script ended too early, else the exception line of a
-    worker's traceback, else the last line that says something."""
+    worker's traceback (after ``where``: the rank and the script's line), else the last line
+    that says something."""
     lines = [line.strip() for line in stderr.splitlines() if _says_something(line)]
     short = [part.strip() for line in lines if MARK in line for part in line.split(MARK)[1:]]
     if short:
         return f"did not reach {steps} steps under torchrun: {short[-1]}"
     errors = [line for line in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b", line)]
     why = (errors or lines or ["no output"])[-1]
-    return f"failed under torchrun ({why}); run it by hand to see why"
+    return f"failed under torchrun ({where}{why}); run it by hand to see why"

@@ -1,0 +1,183 @@
+"""`dpwise compare --script`: the runs of the user's own scripts, unedited, each launched as its
+user launches it (dpwise.userscript), in interleaved repeats, and what each rank measured turned
+into compare's run records.
+
+One run per script and world size: a torchrun script on W processes, a script that spawns its
+own workers or wraps DataParallel with W devices (on the CPU the stand-in answers
+`torch.cuda.device_count()` with W), a one-process script once. Every repeat is a fresh launch of
+the script for the same optimizer steps: WARM_UP_STEPS untimed, then the timed ones. The order of
+the runs rotates each round, as compare's turns do, so a change in the machine's speed hits every
+run alike.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dpwise.compare.runner import rounds
+from dpwise.compare.turns import RunFailed
+from dpwise.measure.stats import summary
+from dpwise.results.records import DevicePeak, Memory, Run, Spread
+from dpwise.userscript.command import ScriptCommand
+from dpwise.userscript.harness import LOG, MEASURED
+from dpwise.userscript.kind import Kind, Launch, launch_of
+from dpwise.userscript.run import ScriptFailed, launch_script
+
+WARM_UP_STEPS = 2  # optimizer steps each launch takes before the timed ones
+DEFAULT_STEPS = 10  # timed steps per repeat without --max-steps
+PARAMS = "params.pt"  # rank 0's parameters before the first step and after the last
+CAUSES = "causes.json"  # what rank 0 found in the model that makes parallel runs differ
+# How a kind of script trains, in compare's words: the strategy whose traits describe it (one
+# process per device, one process driving many, one process on one device).
+STRATEGY_OF: dict[Kind, str] = {
+    "torchrun": "ddp",
+    "spawns": "ddp",
+    "dataparallel": "dp",
+    "single": "single",
+}
+
+
+@dataclass(frozen=True)
+class ScriptRun:
+    """One configuration: a script at a world size."""
+
+    id: str
+    command: ScriptCommand
+    launch: Launch
+    world_size: int
+
+    @property
+    def nproc(self) -> int:
+        """The processes dpwise's launcher starts: W under torchrun, else the script's one."""
+        return self.world_size if self.launch.kind == "torchrun" else 1
+
+    @property
+    def label(self) -> str:
+        """The script's file name, × the world size where it has one (as compare's "ddp × 2")."""
+        name = self.command.script.name
+        return name if self.launch.kind == "single" else f"{name} × {self.world_size}"
+
+
+def matrix(commands: list[ScriptCommand], sizes: tuple[int, ...]) -> list[ScriptRun]:
+    """Every script at every world size (a one-process script once), the first script's first
+    run first: the reference the others are held to."""
+    runs: list[ScriptRun] = []
+    for command in commands:
+        launch = launch_of(command)
+        base = _unique(command.name, {r.id.rsplit("-", 1)[0] for r in runs})
+        for size in (1,) if launch.kind == "single" else sizes:
+            runs.append(ScriptRun(f"{base}-{size}", command, launch, size))
+    return runs
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    n, candidate = 1, name
+    while candidate in taken:
+        n += 1
+        candidate = f"{name}{n}"
+    return candidate
+
+
+def measure(
+    runs: list[ScriptRun], stage: Path, repeats: int, steps: int, timeout: float, seed: int
+) -> list[Run]:
+    """Launch every run ``repeats`` times, interleaved; the run records, with each run's final
+    parameters saved under ``stage``."""
+    for r, run in rounds(runs, repeats):
+        folder = stage / "runs" / run.id / f"repeat-{r}"
+        folder.mkdir(parents=True)
+        command = run.command
+        try:
+            launch_script(
+                command.script,
+                list(command.args),
+                command.script.parent,
+                folder / PARAMS,
+                WARM_UP_STEPS + steps,
+                run.nproc,
+                timeout,
+                measure=True,
+                devices=run.world_size,
+                seed=seed,
+                cwd=command.cwd,
+            )
+        except ScriptFailed as failed:
+            raise RunFailed(run.label, "", str(failed)) from None
+    return [record(run, stage / "runs" / run.id, repeats) for run in runs]
+
+
+def record(run: ScriptRun, folder: Path, repeats: int) -> Run:
+    """The run record from what its ranks wrote in every repeat."""
+    timed = [_timing(_ranks(folder / f"repeat-{r}")) for r in range(repeats)]
+    first = _ranks(folder / "repeat-0")
+    params = torch.load(folder / "repeat-0" / PARAMS, weights_only=True)
+    final = folder / "final.pt"
+    torch.save({f"param.{i}": t for i, t in enumerate(params["final"])}, final)
+    torch.save({f"param.{i}": t for i, t in enumerate(params["initial"])}, folder / "initial.pt")
+    (folder / CAUSES).write_text(json.dumps(params.get("causes") or {}), encoding="utf-8")
+    for log in (folder / "repeat-0").glob(f"{LOG}*.log"):  # each rank's output, the first time
+        log.rename(folder / log.name.replace(LOG, "rank"))
+    for r in range(repeats):  # what a repeat launch left (the script's own files)
+        shutil.rmtree(folder / f"repeat-{r}", ignore_errors=True)
+    rows = [sum(m["rows"]) for m in first]
+    return Run(
+        id=run.id,
+        label=run.label,
+        strategy=STRATEGY_OF[run.launch.kind],
+        world_size=run.world_size,
+        devices=tuple(_devices(first)),
+        notes=(f"{run.launch.kind}: {run.command.given}",),
+        epoch_seconds=Spread.from_json(summary([t[0] for t in timed])),
+        samples_per_s=Spread.from_json(summary([t[1] for t in timed])),
+        samples_per_epoch=sum(rows) or None,
+        training_seconds=sum(t[0] for t in timed),
+        final_state=str(final.relative_to(folder.parent.parent)),
+        memory=_memory(first),
+    )
+
+
+def causes(out: Path, run: Run) -> dict[str, Any]:
+    """What the run's rank 0 found in the model (dpwise.userscript.causes)."""
+    assert run.final_state is not None
+    found: dict[str, Any] = json.loads((out / run.final_state).with_name(CAUSES).read_text())
+    return found
+
+
+def _ranks(folder: Path) -> list[dict[str, Any]]:
+    """What each rank of one launch measured, rank 0 first."""
+    found = sorted(folder.glob(f"{MEASURED}*.json"))
+    ranks = [json.loads(p.read_text(encoding="utf-8")) for p in found]
+    return sorted(ranks, key=lambda m: m["rank"])
+
+
+def _timing(ranks: list[dict[str, Any]]) -> tuple[float, float]:
+    """(seconds, rows per second) of the timed steps: from the end of the last warm-up step to
+    the end of the last step on rank 0's clock, the rows every rank fed its model meanwhile."""
+    ends = ranks[0]["ends"]
+    seconds = ends[-1] - ends[WARM_UP_STEPS - 1]
+    rows = sum(sum(m["rows"][WARM_UP_STEPS:]) for m in ranks)
+    return seconds, rows / seconds if seconds > 0 else 0.0
+
+
+def _devices(ranks: list[dict[str, Any]]) -> list[str]:
+    return [device for m in ranks for device in m["peak_memory"]["bytes"]]
+
+
+def _memory(ranks: list[dict[str, Any]]) -> Memory:
+    """Each device's peak: the CUDA allocator's per device, on the CPU each process's peak RSS."""
+    kind = ranks[0]["peak_memory"]["kind"]
+    per_device = tuple(
+        DevicePeak(rank=m["rank"], device=device, peak_bytes=int(peak))
+        for m in ranks
+        for device, peak in m["peak_memory"]["bytes"].items()
+    )
+    rss = tuple(int(m["peak_memory"]["bytes"].get("cpu", 0)) for m in ranks)
+    return Memory(
+        kind=kind, per_device=per_device, peak_rss_bytes=rss if kind == "cpu_peak_rss" else ()
+    )

@@ -1,0 +1,122 @@
+"""The analysis step of `dpwise compare --script`: from the scripts' runs to the results document
+compare writes for its own loop (the same checks, verdict and claims), the runs named after the
+scripts. The parameters are the optimizer's, in its order (a script's model is never built
+here: only its runs know it); what in the model makes parallel runs differ (BatchNorm, random
+layers) is what the reference script's rank 0 found while it trained (dpwise.userscript.causes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dpwise import __version__
+from dpwise.compare import checks
+from dpwise.compare.analysis import environment
+from dpwise.compare.checks import CHECKS, CheckContext
+from dpwise.compare.claims import claims
+from dpwise.compare.scripted import WARM_UP_STEPS, ScriptRun
+from dpwise.compare.verdict import recommend
+from dpwise.diagnosis.layers import Layer
+from dpwise.infra.hardware import Hardware
+from dpwise.measure import agreement
+from dpwise.results.document import Results
+from dpwise.results.filters import one_process_many_devices, one_process_per_device
+from dpwise.results.records import Run
+
+
+def _state(out: Path, run: Run) -> dict[str, torch.Tensor]:
+    assert run.final_state is not None  # every measured run saved its final parameters
+    return torch.load(out / run.final_state, map_location="cpu", weights_only=True)
+
+
+def derive(out: Path, runs: list[Run], tolerance: float) -> tuple[list[Run], float | None]:
+    """The runs with speed-up and parameter difference against the first, and the worst
+    DataParallel ↔ DDP parameter difference (None without both)."""
+    states = {r.id: _state(out, r) for r in runs}
+    reference = states[runs[0].id]
+    names = list(reference)
+    base = runs[0].median_rate
+    derived = []
+    for r in runs:
+        p = agreement.gap(reference, states[r.id], names, tolerance)
+        derived.append(
+            replace(
+                r,
+                speedup_vs_single=r.median_rate / base if base else None,
+                max_param_diff_vs_single=p.max,
+                diff_vs_single={"parameters": p.to_json(), "buffers": None},
+            )
+        )
+    dps = [r.id for r in one_process_many_devices(runs)]
+    ddps = [r.id for r in one_process_per_device(runs)]
+    pairs = [
+        agreement.gap(states[a], states[b], names, tolerance).max for a, b in product(dps, ddps)
+    ]
+    return derived, (max(pairs) if pairs else None)
+
+
+def diagnose(causes: dict[str, Any] | None) -> checks.Diagnosis:
+    """BatchNorm and random layers as the reference script's rank 0 found them while training;
+    the loss is the script's own (no cause is named from it)."""
+    found = causes or {}
+    layers = {k: [Layer(d["name"], d["kind"]) for d in found.get(k, [])] for k in
+              ("batchnorm", "stochastic")}  # fmt: skip
+    skipped = None if found.get("found_by", "running") == "running" else "found by class name"
+    return checks.Diagnosis(
+        layers["batchnorm"], layers["stochastic"], "mean", probe_skipped=skipped
+    )
+
+
+def assemble(
+    out: Path,
+    runs: list[Run],
+    specs: list[ScriptRun],
+    causes: dict[str, Any] | None,
+    settings: dict[str, Any],
+    command: str,
+) -> Results:
+    hw = Hardware.detect()
+    device_type = "cuda" if any(d.startswith("cuda") for d in runs[0].devices) else "cpu"
+    tolerance = settings["tolerance"]
+    runs, dp_vs_ddp = derive(out, runs, tolerance)
+    why = diagnose(causes)
+    ctx = CheckContext(
+        runs=tuple(runs),
+        tolerance=tolerance,
+        diagnosis=why,
+        device_type=device_type,
+        repeats=settings["repeats"],
+        cpu_cores=hw.cpu_cores,
+    )
+    outcomes = {check: check(ctx) for check in CHECKS}
+    env = environment(hw, device_type, "nccl" if device_type == "cuda" else "gloo")
+    return Results(
+        dpwise_version=__version__,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        command=command,
+        workload=workload_facts(specs, settings),
+        environment=env,
+        runs=tuple(runs),
+        checks=tuple(outcomes.values()),
+        recommendation=recommend(runs, tolerance, device_type, why.known_cause).to_json(),
+        claims=tuple(c.to_json() for c in claims(runs, outcomes, env, dp_vs_ddp)),
+    )
+
+
+def workload_facts(specs: list[ScriptRun], settings: dict[str, Any]) -> dict[str, Any]:
+    """The scripts as their users launch them, and what was held equal."""
+    scripts = {s.command.given: s.launch.kind for s in specs}
+    return {
+        "scripts": scripts,
+        "steps": WARM_UP_STEPS + settings["steps"],
+        "warm_up_steps": WARM_UP_STEPS,
+        "repeats": settings["repeats"],
+        "seed": settings["seed"],
+        "tolerance": settings["tolerance"],
+    }

@@ -1,0 +1,93 @@
+"""`dpwise compare --script`: the user's own scripts, unedited, through compare's checks and report
+(in this process: the claims are about what compare measures and writes; the scripts' own
+processes are launched as the user launches them)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+SCRIPTS = Path(__file__).parent / "userscripts"
+
+
+@pytest.fixture
+def scripts(tmp_path):
+    """The scripts in a folder of their own, with the rows they read from a file."""
+    home = tmp_path / "project"
+    shutil.copytree(SCRIPTS, home)
+    generator = torch.Generator().manual_seed(3)
+    rows = {
+        "x": torch.randn(256, 16, generator=generator),
+        "y": torch.randn(256, 1, generator=generator),
+    }
+    torch.save(rows, home / "rows.pt")
+    return home
+
+
+@pytest.mark.slow
+def test_a_script_and_its_torchrun_twin_are_compared_like_compare_s_own_runs(
+    scripts, run_here, monkeypatch
+):
+    """The bare path and the torchrun line are launched as they say; the DDP script with a
+    DistributedSampler and half the batch per rank trains the one-process script's model; the
+    report is compare's, its runs named after the scripts."""
+    monkeypatch.chdir(scripts)
+    out = scripts / "report"
+    got = run_here(
+        "compare", "--script", "mlp_single.py --data rows.pt",
+        "--script", "torchrun --nproc_per_node=2 mlp_ddp.py --data rows.pt",
+        "--world-sizes", "2", "--repeats", "2", "--max-steps", "4", "--out", str(out), "--quiet",
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    doc = json.loads((out / "results.json").read_text())
+    runs = {r["id"]: r for r in doc["runs"]}
+    assert list(runs) == ["mlp_single-1", "mlp_ddp-2"]
+    assert runs["mlp_ddp-2"]["strategy"] == "ddp" and runs["mlp_ddp-2"]["world_size"] == 2
+    assert runs["mlp_ddp-2"]["max_param_diff_vs_single"] <= 1e-5
+    assert len(runs["mlp_single-1"]["samples_per_s"]["values"]) == 2  # one per repeat
+    checks = {c["name"]: c["status"] for c in doc["checks"]}
+    assert checks["convergence"] == "pass"
+    assert doc["workload"]["scripts"] == {
+        "mlp_single.py --data rows.pt": "single",
+        "torchrun --nproc_per_node=2 mlp_ddp.py --data rows.pt": "torchrun",
+    }
+    assert (out / "report.html").exists() and "mlp_ddp" in (out / "report.md").read_text()
+    logs = sorted(p.name for p in (out / "runs" / "mlp_ddp-2").glob("rank*.log"))
+    assert logs == ["rank0.log", "rank1.log"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--script", "python 'a.py"], "does not parse as a command line"),
+        (["missing.py"], "missing.py does not exist"),
+        (["mlp_single.py", "--model", "cnn"], "--model is for dpwise's own training loop"),
+        (["mlp_single.py", "--epochs", "2"], "--epochs is for dpwise's own training loop"),
+    ],
+)
+def test_a_user_mistake_is_one_line_and_writes_nothing(scripts, run_here, monkeypatch, args, said):
+    monkeypatch.chdir(scripts)
+    out = scripts / "out"
+    got = run_here("compare", *args, "--out", str(out))
+    assert got.returncode == 2
+    assert said in got.stderr and len(got.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_a_script_that_fails_on_one_rank_names_it_and_writes_nothing(
+    scripts, run_here, monkeypatch
+):
+    monkeypatch.chdir(scripts)
+    out = scripts / "out"
+    got = run_here(
+        "compare", "--script", "torchrun fails_on_rank1.py", "--world-sizes", "2",
+        "--repeats", "1", "--max-steps", "4", "--out", str(out), "--quiet",
+    )  # fmt: skip
+    assert got.returncode == 1, got.stderr
+    last = got.stderr.strip().splitlines()[-1]
+    assert "(rank 1, fails_on_rank1.py line 12: ValueError: the batch on rank 1 is empty)" in last
+    assert not out.exists()

@@ -169,6 +169,8 @@ def _held(optimizers: Any) -> list[tuple[weakref.ref[torch.Tensor], int]]:
         for t in tensors:
             if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
                 continue
+            if t.layout != torch.strided:  # a sparse gradient: no one storage to count
+                continue
             storage = t.untyped_storage()
             found.setdefault(storage.data_ptr(), (weakref.ref(t), storage.nbytes()))
     return list(found.values())

@@ -1,7 +1,7 @@
 """Owns: running a user's training script unedited: the harness each of its processes runs
 (the seed, the sampler's order, the CPU's stand-in for CUDA placements, the optimizer-step hooks
 that stop it and save its parameters), what in its model makes parallel runs differ (causes).
-May import: lint, launch, diagnosis, infra, errors
+May import: lint, launch, measure, diagnosis, infra, errors
 Imported by: compare (--script), commands, migrate (--verify)
 
 A script runs as its user runs it: its own loop, optimizer, scheduler and data. dpwise changes

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from dpwise.userscript.meter import Meter
+from dpwise.userscript.probe import Probe
 
 MARK = "dpwise-verify:"  # starts the line that says why a run ended too early
 ENDED = "verify-ended-rank"  # + the rank: the file that says it, beside DPWISE_SCRIPT_OUT
@@ -100,6 +101,7 @@ def _stop_after(steps: int, out: str) -> list[int]:
     main = int(os.environ.get("RANK", "0")) == 0
     watch = Watch()
     meter = Meter().install() if os.environ.get("DPWISE_SCRIPT_MEASURE") else None
+    probe = Probe.from_env(out) if meter is not None else None  # DPWISE_SCRIPT_PROFILE's window
 
     def before(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if not initial:
@@ -109,6 +111,8 @@ def _stop_after(steps: int, out: str) -> list[int]:
 
     def after(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         done.append(1)
+        if probe is not None:  # before the meter closes the step: its start and stop are in it
+            probe.step(optimizer)
         if meter is not None:
             meter.step()
         if len(done) == 2:  # the forwards between the first two steps were watched
@@ -117,7 +121,7 @@ def _stop_after(steps: int, out: str) -> list[int]:
             return
         if meter is not None:
             meter.remove()
-            _write_measured(meter, out)
+            _write_measured(meter, out, probe)
         if main:
             final = _params(optimizer)
             state = {"initial": initial[0], "final": final, "causes": watch.causes()}
@@ -129,10 +133,12 @@ def _stop_after(steps: int, out: str) -> list[int]:
     return done
 
 
-def _write_measured(meter: Meter, out: str) -> None:
-    """This rank's steps and peak memory, beside ``out``."""
+def _write_measured(meter: Meter, out: str, probe: Probe | None = None) -> None:
+    """This rank's steps and peak memory, beside ``out``; its profiled window's figures."""
     rank = os.environ.get("RANK", "0")
     doc = {"rank": int(rank), **meter.record.to_json(), "peak_memory": peak_memory()}
+    if probe is not None:
+        doc["profile"] = probe.result()
     path = os.path.join(os.path.dirname(out), f"{MEASURED}{rank}.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(doc, f)

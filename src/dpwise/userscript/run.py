@@ -27,13 +27,15 @@ def launch_script(
     devices: int = 1,
     seed: int = 0,
     cwd: Path | None = None,
+    profile: tuple[int, int] | None = None,
 ) -> None:
     """One launch of `script` on ``nproc`` workers through dpwise's launcher (torch's elastic
     agent, as torchrun runs it), in the folder of `out` (so that what the script writes stays
     out of the user's folder), importing its siblings from `home`; ``measure``: each rank also
     writes what it measured beside `out` (harness.MEASURED); ``devices``: the GPUs the script sees
     (on the CPU, what the stand-in answers for `torch.cuda.device_count()`); ``seed``: set before
-    the script runs; ``cwd``: the folder it runs in (default: the folder of `out`)."""
+    the script runs; ``cwd``: the folder it runs in (default: the folder of `out`); ``profile``
+    (W, P): with it, the profiler's figures over steps W+1 to W+P (dpwise.userscript.probe)."""
     env = {
         "CUDA_VISIBLE_DEVICES": "",  # the CPU and gloo, whatever GPUs this machine has
         "DPWISE_SCRIPT_AS": str(home / script.name),
@@ -47,6 +49,8 @@ def launch_script(
         env["DPWISE_SCRIPT_CWD"] = str(cwd)
     if measure:
         env["DPWISE_SCRIPT_MEASURE"] = "1"
+    if measure and profile is not None:
+        env["DPWISE_SCRIPT_PROFILE"] = f"{profile[0]},{profile[1]}"
     if nproc > 1 and "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = "1"  # what torchrun gives each of several workers
     settings = LaunchSettings(nproc_per_node=nproc, timeout=timeout)

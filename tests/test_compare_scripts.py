@@ -50,7 +50,14 @@ def test_a_script_and_its_torchrun_twin_are_compared_like_compare_s_own_runs(
     assert runs["mlp_ddp-2"]["max_param_diff_vs_single"] <= 1e-5
     assert len(runs["mlp_single-1"]["samples_per_s"]["values"]) == 2  # one per repeat
     checks = {c["name"]: c["status"] for c in doc["checks"]}
-    assert checks["convergence"] == "pass"
+    assert checks["convergence"] == "pass" and checks["communication"] == "pass"
+    comm = runs["mlp_ddp-2"]["communication"]  # DDP all-reduces every gradient byte, per step
+    assert comm["bytes_all_reduced_per_step"] == comm["gradient_bytes"] == (16 * 32 + 32 + 33) * 4
+    memory = runs["mlp_ddp-2"]["memory"]
+    assert memory["kind"] == "cpu_live_tensors" and len(memory["per_device"]) == 2
+    assert all(d["peak_bytes"] > 0 for d in memory["per_device"])
+    assert runs["mlp_ddp-2"]["threads_per_process"] == 1  # torchrun's one thread per worker
+    assert (out / runs["mlp_ddp-2"]["trace"]).exists()
     assert doc["workload"]["scripts"] == {
         "mlp_single.py --data rows.pt": "single",
         "torchrun --nproc_per_node=2 mlp_ddp.py --data rows.pt": "torchrun",

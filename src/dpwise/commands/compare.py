@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections import UserString
+from pathlib import Path
 
 from dpwise.commands.common import add_workload_args, command_line, topology_for
 from dpwise.compare.settings import RUN_MODULE, CompareConfig
@@ -154,7 +155,9 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(lines))
         return 0
-    scripts = [*args.script_commands, *(shlex.quote(s) for s in args.scripts)]
+    # a SCRIPT is a path; one that names no file but reads as a command line is taken as one
+    spoken = [s if " " in s and not Path(s).exists() else shlex.quote(s) for s in args.scripts]
+    scripts = [*args.script_commands, *spoken]
     if scripts:
         return _run_scripts(args, scripts, " ".join(["dpwise", *argv]))
     ensure_running(RUN_MODULE)  # the run processes' imports overlap the ones below

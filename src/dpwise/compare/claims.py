@@ -153,7 +153,9 @@ def _async_claim(check: CheckResult) -> Claim:
     run_id, comm = max(figures.items(), key=lambda kv: int(kv[0].rpartition("-")[2] or 0))
     if run_id.endswith("-1"):
         return _claim(text, src, "–", "cannot be tested", "no ddp run with 2 or more processes")
-    share = comm["exposed_share"]
+    share = comm.get("exposed_share")
+    if share is None:  # a user's script: its loop is its own, the paired steps are not run
+        return _claim(text, src, "–", "cannot be tested", "exposed time not measured in a script")
     held: ClaimVerdict = "did not hold" if stalled(share) else "held"
     why = (
         "all-reduce overlaps the rest of backward, but the step waits for the last bucket; "

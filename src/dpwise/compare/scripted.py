@@ -32,6 +32,7 @@ from dpwise.userscript.run import ScriptFailed, launch_script
 WARM_UP_STEPS = 2  # optimizer steps each launch takes before the timed ones
 DEFAULT_STEPS = 10  # timed steps per repeat without --max-steps
 PARAMS = "params.pt"  # rank 0's parameters before the first step and after the last
+PROBE = "probe"  # the profiled launch's folder
 CAUSES = "causes.json"  # what rank 0 found in the model that makes parallel runs differ
 # How a kind of script trains, in compare's words: the strategy whose traits describe it (one
 # process per device, one process driving many, one process on one device).
@@ -85,37 +86,61 @@ def _unique(name: str, taken: set[str]) -> str:
 
 
 def measure(
-    runs: list[ScriptRun], stage: Path, repeats: int, steps: int, timeout: float, seed: int
+    runs: list[ScriptRun],
+    stage: Path,
+    repeats: int,
+    steps: int,
+    timeout: float,
+    seed: int,
+    profile_steps: int,
 ) -> list[Run]:
-    """Launch every run ``repeats`` times, interleaved; the run records, with each run's final
-    parameters saved under ``stage``."""
+    """Launch every run ``repeats`` times, interleaved, then once more under the profiler
+    (WARM_UP_STEPS, then ``profile_steps`` profiled: its collectives and, on the CPU, its live
+    tensors); the run records, with each run's final parameters saved under ``stage``."""
     for r, run in rounds(runs, repeats):
-        folder = stage / "runs" / run.id / f"repeat-{r}"
-        folder.mkdir(parents=True)
-        command = run.command
-        try:
-            launch_script(
-                command.script,
-                list(command.args),
-                command.script.parent,
-                folder / PARAMS,
-                WARM_UP_STEPS + steps,
-                run.nproc,
-                timeout,
-                measure=True,
-                devices=run.world_size,
-                seed=seed,
-                cwd=command.cwd,
-            )
-        except ScriptFailed as failed:
-            raise RunFailed(run.label, "", str(failed)) from None
-    return [record(run, stage / "runs" / run.id, repeats) for run in runs]
+        _launch(run, stage / "runs" / run.id / f"repeat-{r}", WARM_UP_STEPS + steps, timeout, seed)
+    for run in runs:
+        window = (WARM_UP_STEPS, profile_steps)
+        _launch(run, stage / "runs" / run.id / PROBE, sum(window), timeout, seed, window)
+    return [record(run, stage, repeats) for run in runs]
 
 
-def record(run: ScriptRun, folder: Path, repeats: int) -> Run:
-    """The run record from what its ranks wrote in every repeat."""
+def _launch(
+    run: ScriptRun,
+    folder: Path,
+    steps: int,
+    timeout: float,
+    seed: int,
+    window: tuple[int, int] | None = None,
+) -> None:
+    folder.mkdir(parents=True)
+    command = run.command
+    try:
+        launch_script(
+            command.script,
+            list(command.args),
+            command.script.parent,
+            folder / PARAMS,
+            steps,
+            run.nproc,
+            timeout,
+            measure=True,
+            devices=run.world_size,
+            seed=seed,
+            cwd=command.cwd,
+            profile=window,
+        )
+    except ScriptFailed as failed:
+        raise RunFailed(run.label, "", str(failed)) from None
+
+
+def record(run: ScriptRun, stage: Path, repeats: int) -> Run:
+    """The run record from what its ranks wrote in every repeat and in the profiled launch."""
+    folder = stage / "runs" / run.id
     timed = [_timing(_ranks(folder / f"repeat-{r}")) for r in range(repeats)]
     first = _ranks(folder / "repeat-0")
+    probed = [m.get("profile") or {} for m in _ranks(folder / PROBE)]
+    trace = _keep_trace(probed[0], stage, run.id)
     params = torch.load(folder / "repeat-0" / PARAMS, weights_only=True)
     final = folder / "final.pt"
     torch.save({f"param.{i}": t for i, t in enumerate(params["final"])}, final)
@@ -123,8 +148,8 @@ def record(run: ScriptRun, folder: Path, repeats: int) -> Run:
     (folder / CAUSES).write_text(json.dumps(params.get("causes") or {}), encoding="utf-8")
     for log in (folder / "repeat-0").glob(f"{LOG}*.log"):  # each rank's output, the first time
         log.rename(folder / log.name.replace(LOG, "rank"))
-    for r in range(repeats):  # what a repeat launch left (the script's own files)
-        shutil.rmtree(folder / f"repeat-{r}", ignore_errors=True)
+    for name in [*(f"repeat-{r}" for r in range(repeats)), PROBE]:  # what a launch left
+        shutil.rmtree(folder / name, ignore_errors=True)
     rows = [sum(m["rows"]) for m in first]
     return Run(
         id=run.id,
@@ -132,14 +157,28 @@ def record(run: ScriptRun, folder: Path, repeats: int) -> Run:
         strategy=STRATEGY_OF[run.launch.kind],
         world_size=run.world_size,
         devices=tuple(_devices(first)),
+        threads_per_process=first[0].get("threads"),
         notes=(f"{run.launch.kind}: {run.command.given}",),
         epoch_seconds=Spread.from_json(summary([t[0] for t in timed])),
         samples_per_s=Spread.from_json(summary([t[1] for t in timed])),
         samples_per_epoch=sum(rows) or None,
         training_seconds=sum(t[0] for t in timed),
-        final_state=str(final.relative_to(folder.parent.parent)),
-        memory=_memory(first),
+        final_state=str(final.relative_to(stage)),
+        memory=_memory(first, probed),
+        communication=probed[0].get("communication"),
+        sync_points_per_step=probed[0].get("sync_points_per_step"),
+        trace=trace,
     )
+
+
+def _keep_trace(probed: dict[str, Any], stage: Path, run_id: str) -> str | None:
+    """Rank 0's trace of the profiled steps, moved to traces/ as compare keeps its own."""
+    if not probed.get("trace"):
+        return None
+    kept = Path("traces") / f"{run_id}.rank0.json"
+    (stage / kept).parent.mkdir(exist_ok=True)
+    Path(probed["trace"]).rename(stage / kept)
+    return str(kept)
 
 
 def causes(out: Path, run: Run) -> dict[str, Any]:
@@ -169,15 +208,20 @@ def _devices(ranks: list[dict[str, Any]]) -> list[str]:
     return [device for m in ranks for device in m["peak_memory"]["bytes"]]
 
 
-def _memory(ranks: list[dict[str, Any]]) -> Memory:
-    """Each device's peak: the CUDA allocator's per device, on the CPU each process's peak RSS."""
+def _memory(ranks: list[dict[str, Any]], probed: list[dict[str, Any]]) -> Memory:
+    """Each device's peak as compare measures it: the CUDA allocator's per device; on the CPU
+    each process's live tensors in the profiled steps (with its peak RSS beside)."""
     kind = ranks[0]["peak_memory"]["kind"]
-    per_device = tuple(
-        DevicePeak(rank=m["rank"], device=device, peak_bytes=int(peak))
-        for m in ranks
-        for device, peak in m["peak_memory"]["bytes"].items()
+    if kind != "cpu_peak_rss":
+        per_device = tuple(
+            DevicePeak(rank=m["rank"], device=device, peak_bytes=int(peak))
+            for m in ranks
+            for device, peak in m["peak_memory"]["bytes"].items()
+        )
+        return Memory(kind=kind, per_device=per_device)
+    live = tuple(
+        DevicePeak(rank=rank, device="cpu", peak_bytes=p.get("live_tensor_bytes"))
+        for rank, p in enumerate(probed)
     )
-    rss = tuple(int(m["peak_memory"]["bytes"].get("cpu", 0)) for m in ranks)
-    return Memory(
-        kind=kind, per_device=per_device, peak_rss_bytes=rss if kind == "cpu_peak_rss" else ()
-    )
+    rss = tuple(int(m["peak_memory"]["bytes"]["cpu"]) for m in ranks)
+    return Memory(kind="cpu_live_tensors", per_device=live, peak_rss_bytes=rss)

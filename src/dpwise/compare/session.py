@@ -62,7 +62,9 @@ def run_scripts(cfg: CompareConfig, given: list[str], command: str) -> int:
                 "tolerance": cfg.tolerance}  # fmt: skip
 
     def measured(stage: Path) -> tuple[Results, float]:
-        runs = scripted.measure(specs, stage, cfg.repeats, steps, cfg.timeout, cfg.seed)
+        runs = scripted.measure(
+            specs, stage, cfg.repeats, steps, cfg.timeout, cfg.seed, cfg.profile_steps
+        )
         ended = time.perf_counter()
         found = scripted.causes(stage, runs[0])
         return scripted_analysis.assemble(stage, runs, specs, found, settings, command), ended

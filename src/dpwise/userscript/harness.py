@@ -136,7 +136,8 @@ def _stop_after(steps: int, out: str) -> list[int]:
 def _write_measured(meter: Meter, out: str, probe: Probe | None = None) -> None:
     """This rank's steps and peak memory, beside ``out``; its profiled window's figures."""
     rank = os.environ.get("RANK", "0")
-    doc = {"rank": int(rank), **meter.record.to_json(), "peak_memory": peak_memory()}
+    doc = {"rank": int(rank), **meter.record.to_json(), "peak_memory": peak_memory(),
+           "threads": torch.get_num_threads()}  # fmt: skip
     if probe is not None:
         doc["profile"] = probe.result()
     path = os.path.join(os.path.dirname(out), f"{MEASURED}{rank}.json")

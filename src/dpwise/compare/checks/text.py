@@ -644,10 +644,14 @@ def communication(f: CommunicationFinding) -> Said:
             "group has nothing to exchange." + shards,
         )
     c = profile(f.top)
+    exposed = (
+        f"{pct(c['exposed_share'])} of the step is communication not hidden behind compute"
+        if c.get("exposed_share") is not None
+        else "the share not hidden behind compute is not measured in a script's own loop"
+    )
     return Said(
         f"{f.top.label}: {mib(c['bytes_all_reduced_per_step'])} all-reduced per step for "
-        f"{mib(c['gradient_bytes'])} of gradients; {pct(c['exposed_share'])} of the step is "
-        "communication not hidden behind compute",
+        f"{mib(c['gradient_bytes'])} of gradients; {exposed}",
         PROFILED + (STALLS if f.stalled else "") + shards,
     )
 

@@ -75,3 +75,14 @@ def test_the_guides_dataparallel_script_trains_as_the_spawning_one_does(tmp_path
         assert torch.equal(a, b) and not torch.equal(b, c)
     for a, b in zip(single["final"], ddp["final"], strict=True):
         assert torch.allclose(a, b, rtol=0, atol=1e-5)
+
+
+def test_a_spawned_process_that_hangs_is_ended_at_the_time_limit_with_its_stack(tmp_path):
+    (tmp_path / "run").mkdir()
+    with pytest.raises(ScriptFailed, match=r"^did not end within 2 s"):
+        launch_script(
+            HERE / "spawn_hangs.py", [], HERE, tmp_path / "run" / "params.pt", steps=STEPS,
+            nproc=1, timeout=2, devices=2, kind="spawns",
+        )  # fmt: skip
+    stack = (tmp_path / "run" / "verify-rank1.log").read_text()
+    assert stack.startswith("Timeout (") and 'spawn_hangs.py", line 9 in train' in stack

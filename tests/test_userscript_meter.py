@@ -143,3 +143,14 @@ def test_a_launched_script_measures_each_rank_and_two_ranks_on_the_same_rows_sho
     for r in ranks:
         assert r["peak_memory"]["kind"] == "cpu_peak_rss" and r["peak_memory"]["bytes"]["cpu"] > 0
     assert out.exists()  # rank 0's parameters, as --verify reads them
+
+
+def test_a_loss_module_called_at_the_top_is_not_a_model(meter):
+    """The guide's `criterion(out, y)`: a module without parameters, called outside the model."""
+    model, criterion = nn.Linear(3, 2), nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        criterion(model(torch.randn(6, 3)), torch.tensor([0, 1] * 3)).backward()
+        opt.step()
+        meter.step()
+    assert meter.record.rows == [6, 6]

@@ -129,6 +129,7 @@ def _launch(
             seed=seed,
             cwd=command.cwd,
             profile=window,
+            kind=run.launch.kind,
         )
     except ScriptFailed as failed:
         raise RunFailed(run.label, "", str(failed)) from None

@@ -4,7 +4,8 @@ before, and a digest of those rows (two ranks that trained the same rows have th
 
 Rows are counted at the outermost module call of the thread that steps the optimizer (a
 DataParallel wrapper's whole batch, not each replica's share): the first dimension of its first
-tensor argument, positional or keyword (`model(x)`, `model(input_ids=…)`). A digest reads a few
+tensor argument, positional or keyword (`model(x)`, `model(input_ids=…)`); a module without
+parameters (a loss) is not a model. A digest reads a few
 values of each batch, never the whole of it. Until the first step every module call passes
 through two global hooks; from then on only the modules found outermost are hooked, so a step
 of a deep model costs one hook call per model call and a hash of at most DIGEST_VALUES numbers.
@@ -99,7 +100,7 @@ class Meter:
     def _leave(self, module: torch.nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         depth = getattr(self._local, "depth", 1) - 1
         self._local.depth = depth
-        if depth or threading.current_thread() is not self._stepping:
+        if depth or threading.current_thread() is not self._stepping or not _has_weights(module):
             return
         self._outermost.setdefault(id(module), weakref.ref(module))
         self._count(args, kwargs)
@@ -110,6 +111,12 @@ class Meter:
             return
         self._rows += batch.shape[0]
         self._hash.update(sample_bytes(batch))
+
+
+def _has_weights(module: torch.nn.Module) -> bool:
+    """A model, not a loss or a function wrapped as a module (`criterion(out, y)` is called at
+    the top level too, with the model's output as its first tensor)."""
+    return next(module.parameters(), None) is not None
 
 
 def first_tensor(values: Iterable[Any]) -> torch.Tensor | None:

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dpwise.launch.elastic import PeerStopped, WorkerFailed, launch
 from dpwise.launch.settings import LaunchSettings
-from dpwise.userscript.harness import ENDED, LIMIT_MARK, LOG, MARK, worker
+from dpwise.userscript.harness import ENDED, FAILED, LIMIT_MARK, LOG, MAIN_LOG, MARK, worker
+from dpwise.userscript.standin import DEVICES, PORT
+
+if TYPE_CHECKING:
+    from dpwise.userscript.kind import Kind
 
 
 def launch_script(
@@ -28,25 +34,32 @@ def launch_script(
     seed: int = 0,
     cwd: Path | None = None,
     profile: tuple[int, int] | None = None,
+    kind: Kind = "torchrun",
 ) -> None:
     """One launch of `script` on ``nproc`` workers through dpwise's launcher (torch's elastic
     agent, as torchrun runs it), in the folder of `out` (so that what the script writes stays
     out of the user's folder), importing its siblings from `home`; ``measure``: each rank also
     writes what it measured beside `out` (harness.MEASURED); ``devices``: the GPUs the script sees
-    (on the CPU, what the stand-in answers for `torch.cuda.device_count()`); ``seed``: set before
-    the script runs; ``cwd``: the folder it runs in (default: the folder of `out`); ``profile``
-    (W, P): with it, the profiler's figures over steps W+1 to W+P (dpwise.userscript.probe)."""
+    (on the CPU, what the stand-in answers for `torch.cuda.device_count()`: standin); ``seed``:
+    set before the script runs; ``cwd``: the folder it runs in (default: the folder of `out`);
+    ``profile`` (W, P): with it, the profiler's figures over steps W+1 to W+P (probe); ``kind``:
+    how the script starts (userscript.kind): one not run under torchrun ("spawns": one process,
+    which starts its own) does not see the launcher's variables, and its process group meets on
+    a port of its own."""
     env = {
         "CUDA_VISIBLE_DEVICES": "",  # the CPU and gloo, whatever GPUs this machine has
         "DPWISE_SCRIPT_AS": str(home / script.name),
         "DPWISE_SCRIPT_STEPS": str(steps),
         "DPWISE_SCRIPT_OUT": str(out),
         "DPWISE_SCRIPT_PATH": str(home),
-        "DPWISE_SCRIPT_DEVICES": str(devices),
+        "DPWISE_SCRIPT_KIND": kind,
+        DEVICES: str(devices),
         "DPWISE_SCRIPT_SEED": str(seed),
     }
     if cwd is not None:
         env["DPWISE_SCRIPT_CWD"] = str(cwd)
+    if kind != "torchrun":  # torchrun's workers meet on the launcher's own port
+        env[PORT] = str(_free_port())
     if measure:
         env["DPWISE_SCRIPT_MEASURE"] = "1"
     if measure and profile is not None:
@@ -62,6 +75,13 @@ def launch_script(
         raise ScriptFailed(why_ended(out.parent, steps, timeout, failed, script)) from None
     if not out.exists():
         raise ScriptFailed(why_ended(out.parent, steps, timeout, None))
+
+
+def _free_port() -> int:
+    """A port free now on this machine (the kernel's pick), for a script's process group."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _late(timeout: float) -> str:
@@ -80,7 +100,12 @@ def why_ended(
 ) -> str:
     """Why a launch ended without its parameters: what the harness wrote when the script ended
     too early, the time limit, else the error the first failed worker raised (its traceback, as
-    the launcher recorded it), else the last lines the workers printed."""
+    the launcher recorded it), else the last lines the workers printed. A process the script
+    started itself that raised says so first: its rank, its error and the script's line."""
+    failed_ranks = sorted(folder.glob(f"{FAILED}*"))
+    if failed_ranks:
+        said = failed_ranks[0].read_text(encoding="utf-8")
+        return f"failed in a process it started ({said}); run it by hand to see why"
     ended = sorted(folder.glob(f"{ENDED}*"))
     if ended:
         why = ended[0].read_text(encoding="utf-8")
@@ -88,18 +113,23 @@ def why_ended(
         last = _last_words(folder / f"{LOG}{rank}.log")
         said = f" (its last line: {last})" if last and why.startswith("it exited") else ""
         return f"did not reach {steps} steps under torchrun: {why}{said}"
-    logs = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(folder.glob(f"{LOG}*"))]
+    logs = [p.read_text(encoding="utf-8", errors="replace") for p in _logs(folder)]
     if any(LIMIT_MARK in text for text in logs):
         return _late(timeout)
     if failed is not None and failed.details:
         return cause(failed.details, steps, where(failed, script))
-    words = [w for w in (_last_words(p) for p in sorted(folder.glob(f"{LOG}*"))) if w]
+    words = [w for w in (_last_words(p) for p in _logs(folder)) if w]
     if failed is not None and words:  # os._exit, a signal: no Python error, but its own words
         return (
             f"failed under torchrun (worker rank {failed.rank} exited with code "
             f"{failed.exitcode}; its last line: {words[0]}); run it by hand to see why"
         )
     return cause("\n".join(logs) + (f"\n{failed}" if failed else ""), steps)
+
+
+def _logs(folder: Path) -> list[Path]:
+    """The workers' logs: each rank's, and a "spawns" script's own process's last."""
+    return [*sorted(folder.glob(f"{LOG}*")), *folder.glob(MAIN_LOG)]
 
 
 def _last_words(log: Path) -> str:

@@ -98,3 +98,46 @@ def test_a_script_that_fails_on_one_rank_names_it_and_writes_nothing(
     last = got.stderr.strip().splitlines()[-1]
     assert "(rank 1, fails_on_rank1.py line 12: ValueError: the batch on rank 1 is empty)" in last
     assert not out.exists()
+
+
+GUIDE = Path(__file__).parent / "lint_cases" / "guide"
+
+
+@pytest.mark.slow
+def test_the_guides_scripts_are_said_to_train_other_computations(scripts, run_here, monkeypatch):
+    """The guide's dp_train.py as published against its ddp_train.py fixed (spawn_ddp.py: it
+    never imported nn), on the smaller data of common.py beside them: every rank of the DDP
+    script trains the same 256 rows (no DistributedSampler), so it feeds its model 512 rows per
+    step against 256: said, with lint's rule and line, and its parameters are not judged."""
+    shutil.copy(GUIDE / "dp_train.py", scripts / "dp_train.py")
+    monkeypatch.chdir(scripts)
+    out = scripts / "report"
+    got = run_here("compare", "dp_train.py", "spawn_ddp.py", "--world-sizes", "2",
+                   "--repeats", "1", "--max-steps", "3", "--out", str(out), "--quiet")  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    doc = json.loads((out / "results.json").read_text())
+    dp, ddp = (r["script"] for r in doc["runs"])
+    assert (dp["kind"], dp["rows_per_step"], dp["same_rows_on_every_rank"]) == (
+        "dataparallel", 256, False)  # fmt: skip
+    assert (ddp["kind"], ddp["rows_per_rank"], ddp["same_rows_on_every_rank"]) == (
+        "spawns", [256, 256], True)  # fmt: skip
+    assert ddp["loader"].startswith("missing-distributed-sampler at spawn_ddp.py line ")
+    convergence = next(c for c in doc["checks"] if c["name"] == "convergence")
+    assert convergence["status"] == "skip" and "not the same computation" in convergence["summary"]
+    said = doc["recommendation"]["reasons"]
+    assert "every rank trained the same rows" in said[0] and "512 rows per optimizer" in said[1]
+
+
+def test_the_guides_ddp_script_as_published_names_its_error_and_line(
+    scripts, run_here, monkeypatch
+):
+    for name in ("dp_train.py", "ddp_train.py"):
+        shutil.copy(GUIDE / name, scripts / name)
+    monkeypatch.chdir(scripts)
+    out = scripts / "report"
+    got = run_here("compare", "dp_train.py", "ddp_train.py", "--world-sizes", "2",
+                   "--repeats", "1", "--max-steps", "3", "--out", str(out), "--quiet")  # fmt: skip
+    assert got.returncode == 1
+    last = got.stderr.strip().splitlines()[-1]
+    assert "NameError: name 'nn' is not defined at ddp_train.py line 22" in last
+    assert not out.exists()

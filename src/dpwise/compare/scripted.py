@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from dpwise.measure.stats import summary
 from dpwise.results.records import DevicePeak, Memory, Run, Spread
 from dpwise.userscript.command import ScriptCommand
 from dpwise.userscript.harness import LOG, MEASURED
-from dpwise.userscript.kind import Kind, Launch, launch_of
+from dpwise.userscript.kind import Kind, Launch, launch_of, unsharded_loader
 from dpwise.userscript.run import ScriptFailed, launch_script
 
 WARM_UP_STEPS = 2  # optimizer steps each launch takes before the timed ones
@@ -169,7 +170,25 @@ def record(run: ScriptRun, stage: Path, repeats: int) -> Run:
         communication=probed[0].get("communication"),
         sync_points_per_step=probed[0].get("sync_points_per_step"),
         trace=trace,
+        script=_facts(run, first),
     )
+
+
+def _facts(run: ScriptRun, ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The script's command and kind, the rows each rank fed its model per optimizer step (the
+    median over the steps) and in all, and whether every rank fed the same rows at every step
+    (their digests equal), with where lint finds the loader that lacks a DistributedSampler."""
+    per_rank = [int(statistics.median(m["rows"])) if m["rows"] else 0 for m in ranks]
+    digests = [m["digests"] for m in ranks]
+    same = len(ranks) > 1 and all(d == digests[0] for d in digests[1:]) and any(digests[0])
+    return {
+        "command": run.command.given,
+        "kind": run.launch.kind,
+        "rows_per_step": sum(per_rank),
+        "rows_per_rank": per_rank,
+        "same_rows_on_every_rank": same,
+        "loader": unsharded_loader(run.command) if same else None,
+    }
 
 
 def _keep_trace(probed: dict[str, Any], stage: Path, run_id: str) -> str | None:

@@ -95,18 +95,54 @@ def assemble(
         cpu_cores=hw.cpu_cores,
     )
     outcomes = {check: check(ctx) for check in CHECKS}
+    said = findings(runs)
+    unlike = [line for line in said if NOT_THE_SAME in line]
+    for check, result in outcomes.items():  # parameters of other computations are not compared
+        if check.name == "convergence" and unlike:
+            outcomes[check] = replace(result, status="skip", summary=unlike[0],
+                                      explanation=" ".join(unlike))  # fmt: skip
     env = environment(hw, device_type, "nccl" if device_type == "cuda" else "gloo")
+    verdict = recommend(runs, tolerance, device_type, why.known_cause)
+    verdict = replace(verdict, reasons=(*said, *verdict.reasons))
     return Results(
         dpwise_version=__version__,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         command=command,
-        workload=workload_facts(specs, settings),
+        workload={**workload_facts(specs, settings), "findings": said},
         environment=env,
         runs=tuple(runs),
         checks=tuple(outcomes.values()),
-        recommendation=recommend(runs, tolerance, device_type, why.known_cause).to_json(),
+        recommendation=verdict.to_json(),
         claims=tuple(c.to_json() for c in claims(runs, outcomes, env, dp_vs_ddp)),
     )
+
+
+NOT_THE_SAME = "not the same computation"
+
+
+def findings(runs: list[Run]) -> list[str]:
+    """What only a run shows: a rank that trained the rows every other rank trained, and a run
+    that feeds its model another number of rows per optimizer step than the first."""
+    ref = runs[0].script or {}
+    said = []
+    for r in runs:
+        f = r.script or {}
+        if f.get("same_rows_on_every_rank"):
+            ranks = f["rows_per_rank"]
+            where = f" ({f['loader']})" if f.get("loader") else ""
+            said.append(
+                f"{r.label}: every rank trained the same rows at every step (their digests are "
+                f"equal): its {f['rows_per_step']} rows per step are {ranks[0]} rows trained "
+                f"{len(ranks)} times, and its samples/s counts each of them {len(ranks)} "
+                f"times{where}"
+            )
+        if r is not runs[0] and f.get("rows_per_step") != ref.get("rows_per_step"):
+            said.append(
+                f"{r.label} feeds its model {f.get('rows_per_step')} rows per optimizer step, "
+                f"{runs[0].label} {ref.get('rows_per_step')}: a different global batch, "
+                f"{NOT_THE_SAME}; give both the same global batch to compare their parameters"
+            )
+    return said
 
 
 def workload_facts(specs: list[ScriptRun], settings: dict[str, Any]) -> dict[str, Any]:

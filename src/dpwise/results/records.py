@@ -141,6 +141,9 @@ class Run:
     diff_vs_single: Json | None = None  # parameters and buffers apart: where, which dtypes
     ddp_options: Json | None = None
     link_probe: Json | None = None  # dpwise.link.probe's result, measured in the run's processes
+    # compare --script: the command line, its kind, the rows per optimizer step (all ranks, and
+    # each rank's) and whether every rank trained the same rows; set on a script's run only
+    script: Json | None = None
 
     @property
     def median_rate(self) -> float:
@@ -189,6 +192,8 @@ class Run:
         }
         if self.ddp_options is not None:
             out["ddp_options"] = dict(self.ddp_options)
+        if self.script is not None:
+            out["script"] = dict(self.script)
         return out
 
     @classmethod
@@ -213,6 +218,7 @@ class Run:
                 "diff_vs_single",
                 "ddp_options",
                 "link_probe",
+                "script",
             )
             if k in d
         }

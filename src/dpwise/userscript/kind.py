@@ -61,3 +61,16 @@ def _context(command: ScriptCommand) -> FileContext:
             f"--script {command.given!r}: {path} is not valid Python (line {exc.lineno}: {exc.msg})"
         ) from None
     return FileContext(path, source, tree, Project())
+
+
+def unsharded_loader(command: ScriptCommand) -> str | None:
+    """Where the script builds a loader without a DistributedSampler, as lint's
+    `missing-distributed-sampler` says it ("ddp_train.py line 25, `get_dataloader` (common.py:18)
+    …"); None where lint finds none."""
+    from dpwise.lint.checker import lint_paths
+
+    found = lint_paths([str(command.script)], select="missing-distributed-sampler")
+    if not found:
+        return None
+    first = found[0]
+    return f"{first.name} at {command.script.name} line {first.line}: {first.message}"

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from dpwise.compare.runner import rounds
+from dpwise.compare.runner import Event, rounds
 from dpwise.compare.turns import RunFailed
 from dpwise.measure.stats import summary
 from dpwise.results.records import DevicePeak, Memory, Run, Spread
@@ -94,15 +94,20 @@ def measure(
     timeout: float,
     seed: int,
     profile_steps: int,
+    on_event: Event = lambda event: None,
 ) -> list[Run]:
     """Launch every run ``repeats`` times, interleaved, then once more under the profiler
     (WARM_UP_STEPS, then ``profile_steps`` profiled: its collectives and, on the CPU, its live
     tensors); the run records, with each run's final parameters saved under ``stage``."""
     for r, run in rounds(runs, repeats):
+        on_event({"what": "start", "label": run.label})
         _launch(run, stage / "runs" / run.id / f"repeat-{r}", WARM_UP_STEPS + steps, timeout, seed)
+        on_event({"what": "repeat"})
     for run in runs:
+        on_event({"what": "start", "label": f"{run.label} (profiled)"})
         window = (WARM_UP_STEPS, profile_steps)
         _launch(run, stage / "runs" / run.id / PROBE, sum(window), timeout, seed, window)
+        on_event({"what": "probe"})
     return [record(run, stage, repeats) for run in runs]
 
 

@@ -62,9 +62,11 @@ def run_scripts(cfg: CompareConfig, given: list[str], command: str) -> int:
                 "tolerance": cfg.tolerance}  # fmt: skip
 
     def measured(stage: Path) -> tuple[Results, float]:
-        runs = scripted.measure(
-            specs, stage, cfg.repeats, steps, cfg.timeout, cfg.seed, cfg.profile_steps
-        )
+        err = Console(stderr=True)
+        units = len(specs) * (cfg.repeats + 1)
+        with CompareProgress(units, err, enabled=not cfg.quiet and err.is_terminal) as progress:
+            runs = scripted.measure(specs, stage, cfg.repeats, steps, cfg.timeout, cfg.seed,
+                                    cfg.profile_steps, progress.on_event)  # fmt: skip
         ended = time.perf_counter()
         found = scripted.causes(stage, runs[0])
         return scripted_analysis.assemble(stage, runs, specs, found, settings, command), ended

@@ -65,6 +65,9 @@ def test_a_script_and_its_torchrun_twin_are_compared_like_compare_s_own_runs(
     assert (out / "report.html").exists() and "mlp_ddp" in (out / "report.md").read_text()
     logs = sorted(p.name for p in (out / "runs" / "mlp_ddp-2").glob("rank*.log"))
     assert logs == ["rank0.log", "rank1.log"]
+    advised = run_here("advise", "--from", str(out / "results.json"))  # advise reads the report
+    assert advised.returncode == 0, advised.stderr
+    assert "no scaling projection: your scripts are measured, not modelled" in advised.stdout
 
 
 @pytest.mark.parametrize(

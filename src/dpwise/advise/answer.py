@@ -57,7 +57,8 @@ def _workload(req: AdviseRequest, results: dict | None) -> tuple[Any, ...]:
     if req.model is None and req.params is None and results is not None:
         w = results["workload"]
         args, data_args = w.get("model_args") or {}, w.get("data_args") or {}
-        return w["model"], args, w.get("data"), data_args, w.get("loss") or "auto"
+        # a compare of the user's own scripts has no model of dpwise's to name (None: measured only)
+        return w.get("model"), args, w.get("data"), data_args, w.get("loss") or "auto"
     return req.model, req.model_args or {}, req.data, req.data_args or {}, req.loss
 
 

@@ -114,10 +114,15 @@ def assemble(
         checks=tuple(outcomes.values()),
         recommendation=verdict.to_json(),
         claims=tuple(c.to_json() for c in claims(runs, outcomes, env, dp_vs_ddp)),
+        projection={"status": "absent", "reason": NOT_PROJECTED},
     )
 
 
 NOT_THE_SAME = "not the same computation"
+NOT_PROJECTED = (
+    "your scripts are measured, not modelled: the projection needs the exposed communication of "
+    "compare's own loop"
+)
 
 
 def findings(runs: list[Run]) -> list[str]:

@@ -73,12 +73,14 @@ class Probe:
         self._kept = 0
 
     @classmethod
-    def from_env(cls, out: str) -> Probe | None:
+    def from_env(cls, out: str, rank: int) -> Probe | None:
+        """The window DPWISE_SCRIPT_PROFILE asks for, in the process of ``rank`` (a spawned
+        process's is its spawn index: no RANK tells it)."""
         value = os.environ.get(VARIABLE)
         if not value:
             return None
         warm, steps = parse(value)
-        return cls(warm, steps, Path(out), int(os.environ.get("RANK", "0")))
+        return cls(warm, steps, Path(out), rank)
 
     def step(self, optimizer: torch.optim.Optimizer) -> None:
         self.taken += 1

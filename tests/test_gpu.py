@@ -51,3 +51,22 @@ def test_fsdp_on_nccl_agrees_and_holds_less_than_ddp_per_gpu(tmp_path):
         for n in ("ddp", "fsdp")
     }
     assert peaks["fsdp"] < peaks["ddp"], peaks
+
+
+def test_compare_script_measures_a_torchrun_script_on_its_gpus(tmp_path):
+    """compare --script on CUDA: the script sees the run's GPUs, and its memory is the CUDA
+    allocator's peak per device."""
+    from pathlib import Path
+
+    script = Path(__file__).parent / "userscripts" / "cuda_ddp.py"
+    sizes = ",".join(str(n) for n in range(1, min(torch.cuda.device_count(), 2) + 1))
+    out = tmp_path / "out"
+    proc = run_cli("compare", "--script", f"torchrun {script}", "--world-sizes", sizes,
+                   "--repeats", "1", "--max-steps", "3", "--out", str(out), "--quiet")  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr  # 1: a check failed, not the run
+    doc = json.loads((out / "results.json").read_text())
+    for run in doc["runs"]:
+        memory = run["memory"]
+        assert memory["kind"] == "cuda_max_memory_allocated"
+        assert len(memory["per_device"]) == run["world_size"]
+        assert all(d["device"].startswith("cuda") for d in memory["per_device"])

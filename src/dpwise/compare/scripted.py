@@ -23,6 +23,7 @@ import torch
 
 from dpwise.compare.runner import Event, rounds
 from dpwise.compare.turns import RunFailed
+from dpwise.errors import DpwiseError
 from dpwise.measure.stats import summary
 from dpwise.results.records import DevicePeak, Memory, Run, Spread
 from dpwise.userscript.command import ScriptCommand
@@ -68,7 +69,13 @@ class ScriptRun:
 
 def matrix(commands: list[ScriptCommand], sizes: tuple[int, ...]) -> list[ScriptRun]:
     """Every script at every world size (a one-process script once), the first script's first
-    run first: the reference the others are held to."""
+    run first: the reference the others are held to. On GPUs a size is at most their count."""
+    gpus = _gpus()
+    if gpus and max(sizes) > gpus:
+        raise DpwiseError(
+            f"--world-sizes {max(sizes)}: this machine has {gpus} GPU(s), and a run of W uses W "
+            f"of them; give sizes up to {gpus}"
+        )
     runs: list[ScriptRun] = []
     for command in commands:
         launch = launch_of(command)
@@ -136,9 +143,16 @@ def _launch(
             cwd=command.cwd,
             profile=window,
             kind=run.launch.kind,
+            visible=",".join(str(d) for d in range(run.world_size)) if _gpus() else "",
         )
     except ScriptFailed as failed:
         raise RunFailed(run.label, "", str(failed)) from None
+
+
+def _gpus() -> int:
+    """The GPUs here: a run of W sees the first W (a torchrun worker takes its LOCAL_RANK's, a
+    DataParallel or spawning script all W); none: the CPU and its stand-in."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def record(run: ScriptRun, stage: Path, repeats: int) -> Run:

@@ -35,6 +35,7 @@ def launch_script(
     cwd: Path | None = None,
     profile: tuple[int, int] | None = None,
     kind: Kind = "torchrun",
+    visible: str = "",
 ) -> None:
     """One launch of `script` on ``nproc`` workers through dpwise's launcher (torch's elastic
     agent, as torchrun runs it), in the folder of `out` (so that what the script writes stays
@@ -45,9 +46,10 @@ def launch_script(
     ``profile`` (W, P): with it, the profiler's figures over steps W+1 to W+P (probe); ``kind``:
     how the script starts (userscript.kind): one not run under torchrun ("spawns": one process,
     which starts its own) does not see the launcher's variables, and its process group meets on
-    a port of its own."""
+    a port of its own; ``visible``: the GPUs it may use (CUDA_VISIBLE_DEVICES: "" the CPU and
+    gloo, as --verify runs; "0,1" the first two)."""
     env = {
-        "CUDA_VISIBLE_DEVICES": "",  # the CPU and gloo, whatever GPUs this machine has
+        "CUDA_VISIBLE_DEVICES": visible,
         "DPWISE_SCRIPT_AS": str(home / script.name),
         "DPWISE_SCRIPT_STEPS": str(steps),
         "DPWISE_SCRIPT_OUT": str(out),

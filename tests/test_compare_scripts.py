@@ -144,3 +144,14 @@ def test_the_guides_ddp_script_as_published_names_its_error_and_line(
     last = got.stderr.strip().splitlines()[-1]
     assert "NameError: name 'nn' is not defined at ddp_train.py line 22" in last
     assert not out.exists()
+
+
+def test_reference_puts_the_named_script_first_and_a_name_not_given_is_one_line():
+    from dpwise.commands.compare import _reference_first
+    from dpwise.errors import DpwiseError
+
+    given = ["python a.py --x 1", "torchrun --nproc_per_node=2 b.py"]
+    assert _reference_first(given, "b.py") == [given[1], given[0]]
+    assert _reference_first(given, given[0]) == given
+    with pytest.raises(DpwiseError, match=r"--reference c.py: no script given is c.py"):
+        _reference_first(given, "c.py")

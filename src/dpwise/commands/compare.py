@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dpwise.commands.common import add_workload_args, command_line, topology_for
 from dpwise.compare.settings import RUN_MODULE, CompareConfig
+from dpwise.errors import DpwiseError
 from dpwise.infra.settings import add_settings, from_args
 
 HELP = "run single, dp and ddp side by side and check the guide's claims"
@@ -97,6 +98,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a command line you run today, quoted: 'python dp_train.py', 'torchrun "
         "--nproc_per_node=2 train.py --lr 0.1' (repeatable; the first is the reference)",
     )
+    p.add_argument(
+        "--reference",
+        metavar="SCRIPT",
+        help="with scripts: the one the others are held to (its file name or its command line; "
+        "default: the first)",
+    )
     add_workload_args(p, CompareConfig)
     add_settings(p.add_argument_group("runs"), CompareConfig, RUNS)
     add_settings(p.add_argument_group("outputs"), CompareConfig, ("out", "quiet"))
@@ -111,10 +118,24 @@ OWN_LOOP = (
 SCRIPT_REPEATS = 5  # a script's repeat is a fresh launch: fewer than compare's own by default
 
 
+def _reference_first(scripts: list[str], reference: str | None) -> list[str]:
+    """The scripts with the one ``reference`` names (its command line, or the file name its
+    command runs) first."""
+    if reference is None:
+        return scripts
+    named = [s for s in scripts if s == reference or reference in shlex.split(s)
+             or any(Path(w).name == reference for w in shlex.split(s))]  # fmt: skip
+    if not named:
+        raise DpwiseError(
+            f"--reference {reference}: no script given is {reference}; name one of "
+            + ", ".join(scripts)
+        )
+    return [named[0], *(s for s in scripts if s != named[0])]
+
+
 def _run_scripts(args: argparse.Namespace, scripts: list[str], command: str) -> int:
     from dataclasses import replace
 
-    from dpwise.errors import DpwiseError
     from dpwise.launch.forking import ensure_running, stop_now
     from dpwise.userscript.harness import __name__ as harness
 
@@ -158,7 +179,10 @@ def run(args: argparse.Namespace) -> int:
     # a SCRIPT is a path; one that names no file but reads as a command line is taken as one
     spoken = [s if " " in s and not Path(s).exists() else shlex.quote(s) for s in args.scripts]
     scripts = [*args.script_commands, *spoken]
+    if args.reference is not None and not scripts:
+        raise DpwiseError("--reference names one of your scripts: give them (SCRIPT or --script)")
     if scripts:
+        scripts = _reference_first(scripts, args.reference)
         return _run_scripts(args, scripts, " ".join(["dpwise", *argv]))
     ensure_running(RUN_MODULE)  # the run processes' imports overlap the ones below
     try:

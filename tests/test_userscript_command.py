@@ -152,6 +152,10 @@ def test_a_bare_script_is_launched_as_its_text_says(tmp_path, name):
     assert launch_of(parse(name, cwd=tmp_path)).kind == kind
     # whatever the text, a torchrun command line is torchrun's
     assert launch_of(parse(f"torchrun {name}", cwd=tmp_path)).kind == "torchrun"
+    # and a python one is one process, as it runs when typed (no torchrun: no RANK, no DDP in
+    # nanoGPT's style); it spawns or wraps DataParallel by itself as it says
+    by_python = "single" if kind == "torchrun" else kind
+    assert launch_of(parse(f"python {name}", cwd=tmp_path)).kind == by_python
 
 
 def test_a_script_that_is_not_python_is_one_line(tmp_path):

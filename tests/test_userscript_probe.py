@@ -30,14 +30,16 @@ dist.destroy_process_group()
 GRADIENT_BYTES = ((6 * 5 + 5) + (5 * 2 + 2)) * 4  # both Linear layers' weights and biases, float32
 
 
-def _launched(tmp_path, text, nproc):
+def _launched(tmp_path, text, nproc, kind="torchrun"):
+    """``text`` launched on ``nproc`` ranks (a "spawns" script: one process, two devices)."""
     from dpwise.userscript.run import launch_script
 
     script = tmp_path / "train.py"
     script.write_text(text, encoding="utf-8")
     (tmp_path / "run").mkdir()
     out = tmp_path / "run" / "params.pt"
-    launch_script(script, [], tmp_path, out, 5, nproc, timeout=60, measure=True, profile=(2, 3))
+    launch_script(script, [], tmp_path, out, 5, 1 if kind == "spawns" else nproc, timeout=60,
+                  measure=True, profile=(2, 3), devices=nproc, kind=kind)  # fmt: skip
     ranks = [json.loads((out.parent / f"{MEASURED}{r}.json").read_text()) for r in range(nproc)]
     return out.parent, [r["profile"] for r in ranks]
 
@@ -56,6 +58,39 @@ def test_each_rank_of_a_ddp_script_profiles_its_gradient_all_reduces(tmp_path):
         assert profiled["communication"]["bytes_all_reduced_per_step"] == GRADIENT_BYTES
         assert sum(b["bytes"] for b in profiled["communication"]["buckets"]) == GRADIENT_BYTES
         assert profiled["live_tensor_bytes"] > profiled["live_tensor_bytes_held"] > 0
+    assert ranks[0]["trace"] == str(folder / f"{TRACE}0.json")
+    assert (folder / f"{TRACE}0.json").is_file()
+    assert ranks[1]["trace"] is None and not (folder / f"{TRACE}1.json").exists()
+
+
+SPAWNING = """\
+import os
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def train(rank, world):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29500")  # the harness's port instead
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    model = DDP(torch.nn.Linear(6, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(20):
+        model(torch.randn(8, 6)).sum().backward()
+        opt.step()
+
+if __name__ == "__main__":
+    mp.spawn(train, args=(2,), nprocs=2)
+"""
+
+
+def test_each_process_a_script_spawns_profiles_into_its_own_trace(tmp_path):
+    """A spawned process has no RANK in its environment: its trace is named after its process
+    group's rank (two that shared rank 0's file raced, one reading the other's half-written
+    trace); rank 0's is kept, rank 1's removed."""
+    folder, ranks = _launched(tmp_path, SPAWNING, 2, kind="spawns")
+    for profiled in ranks:
+        assert profiled["communication"]["bytes_all_reduced_per_step"] == (6 * 2 + 2) * 4
     assert ranks[0]["trace"] == str(folder / f"{TRACE}0.json")
     assert (folder / f"{TRACE}0.json").is_file()
     assert ranks[1]["trace"] is None and not (folder / f"{TRACE}1.json").exists()

@@ -157,8 +157,7 @@ def _stop_after(steps: int, out: str) -> list[int]:
     initial: list[list[torch.Tensor]] = []
     watch = Watch()
     meter = Meter().install() if os.environ.get("DPWISE_SCRIPT_MEASURE") else None
-    # DPWISE_SCRIPT_PROFILE's window
-    probe = Probe.from_env(out, rank()) if meter is not None else None
+    probe = Probe.from_env(out, rank) if meter is not None else None  # its profiled window
 
     def before(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if not initial:

@@ -1,7 +1,9 @@
 """How a script trains, read from its text with lint's analysis (never imported): one process per
 rank under torchrun, processes it starts itself (`mp.spawn`), or one process, with or without
 `nn.DataParallel`. A command line that names torchrun is run under torchrun whatever the script
-looks like: the user's launch is theirs."""
+looks like, and one that names python runs one process (a script that starts its process group
+only when torchrun set RANK, as nanoGPT's, trains without DDP there): the user's launch is
+theirs. Only a bare path is launched as the script's text says."""
 
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ def launch_of(command: ScriptCommand) -> Launch:
     spawns = ctx.calls_to(N.SPAWN)
     if spawns:
         return Launch("spawns", spawns[0].lineno)
-    if ctx.is_ddp_script or ctx.starts_group_by_helper:
+    if command.launcher == "path" and (ctx.is_ddp_script or ctx.starts_group_by_helper):
         first = (ctx.ddp_calls or ctx.init_calls or list(ctx.group_helper_calls()))[:1]
         return Launch("torchrun", first[0].lineno if first else None)
     wraps = ctx.calls_to(N.DATA_PARALLEL | N.DATA_PARALLEL_FUNCTIONAL)

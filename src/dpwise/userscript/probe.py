@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -57,9 +58,10 @@ class Probe:
     """Counts optimizer steps; ``step`` (from the optimizer's post-hook, before the meter closes
     the step) opens and closes the window; ``result`` reads it."""
 
-    def __init__(self, warm: int, steps: int, out: Path, rank: int) -> None:
-        self.warm, self.steps, self.rank = warm, steps, rank
-        self.trace = out.parent / f"{TRACE}{rank}.json"
+    def __init__(self, warm: int, steps: int, out: Path, rank: int | Callable[[], int]) -> None:
+        self.warm, self.steps = warm, steps
+        self._rank = rank  # a process a script spawned knows its rank once its group is up
+        self._folder = out.parent
         self.taken = 0
         self._session: AbstractContextManager[Any] | None = None
         self._prof: Any = None
@@ -72,10 +74,19 @@ class Probe:
         self._stopped = False
         self._kept = 0
 
+    @property
+    def rank(self) -> int:
+        return self._rank() if callable(self._rank) else self._rank
+
+    @property
+    def trace(self) -> Path:
+        """This rank's trace file (each rank its own: two that shared one would race)."""
+        return self._folder / f"{TRACE}{self.rank}.json"
+
     @classmethod
-    def from_env(cls, out: str, rank: int) -> Probe | None:
-        """The window DPWISE_SCRIPT_PROFILE asks for, in the process of ``rank`` (a spawned
-        process's is its spawn index: no RANK tells it)."""
+    def from_env(cls, out: str, rank: Callable[[], int]) -> Probe | None:
+        """The window DPWISE_SCRIPT_PROFILE asks for, its rank read when the trace is written
+        (the harness's: a spawned process has no RANK in its environment)."""
         value = os.environ.get(VARIABLE)
         if not value:
             return None
@@ -144,13 +155,14 @@ class Probe:
             },
         }
         if self._device == "cpu":
-            profile.export(self._prof, self.trace)
-            window_peak = profile.peak_live_cpu_bytes(self.trace) or 0
+            rank, trace = self.rank, self.trace
+            profile.export(self._prof, trace)
+            window_peak = profile.peak_live_cpu_bytes(trace) or 0
             out["live_tensor_bytes"] = self._kept + window_peak
             out["live_tensor_bytes_held"] = self._kept
-            out["trace"] = str(self.trace) if self.rank == 0 else None
-            if self.rank != 0:
-                self.trace.unlink()
+            out["trace"] = str(trace) if rank == 0 else None
+            if rank != 0:
+                trace.unlink()
         else:
             out["sync_points_per_step"] = profile.sync_points(events, windows)
         self._prof = None

@@ -23,12 +23,13 @@ import torch
 
 from dpwise.compare.runner import rounds
 from dpwise.compare.turns import RunFailed
+from dpwise.errors import DpwiseError
 from dpwise.measure.stats import summary
 from dpwise.results.records import DevicePeak, Memory, Run, Spread
 from dpwise.userscript.command import ScriptCommand
 from dpwise.userscript.harness import LOG, MEASURED
 from dpwise.userscript.kind import Kind, Launch, launch_of, unsharded_loader
-from dpwise.userscript.run import ScriptFailed, launch_script
+from dpwise.userscript.run import ScriptFailed, ScriptRefused, launch_script
 
 WARM_UP_STEPS = 2  # optimizer steps each launch takes before the timed ones
 DEFAULT_STEPS = 10  # timed steps per repeat without --max-steps
@@ -132,6 +133,11 @@ def _launch(
             profile=window,
             kind=run.launch.kind,
         )
+    except ScriptRefused as refused:  # its arguments: fixed in the command line (exit code 2)
+        raise DpwiseError(
+            f"{command.script.name} {refused}: give them in its command line, as in "
+            f"--script '{command.script.name} ARGS'"
+        ) from None
     except ScriptFailed as failed:
         raise RunFailed(run.label, "", str(failed)) from None
 

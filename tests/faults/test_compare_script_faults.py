@@ -142,3 +142,14 @@ def test_a_wrapped_usage_line_is_joined_and_only_exit_code_2_before_a_step_count
     assert refused_arguments(tmp_path) == f"{said} [--lr LR])"
     ended.write_text("it exited with code 2 after 1 of 4 steps")  # it started: a failed run
     assert refused_arguments(tmp_path) == ""
+
+
+def test_a_script_that_ends_early_is_told_compares_flag_after_the_untimed_steps(monkeypatch):
+    from dpwise.userscript.harness import _short
+
+    monkeypatch.setenv("DPWISE_SCRIPT_FEWER", "--max-steps 2")
+    said = "it ended after 5 of 12 optimizer steps: give it more data or epochs in its command line"
+    assert _short(5, 12) == f"{said}, or lower --max-steps to 3"
+    assert _short(2, 12).endswith("steps: give it more data or epochs in its command line")
+    monkeypatch.delenv("DPWISE_SCRIPT_FEWER")  # migrate --verify's own flags
+    assert _short(5, 12).endswith("through --script-args, or lower --verify-steps to 5")

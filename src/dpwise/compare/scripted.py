@@ -132,6 +132,7 @@ def _launch(
             cwd=command.cwd,
             profile=window,
             kind=run.launch.kind,
+            fewer=f"{'--max-steps' if window is None else '--profile-steps'} {WARM_UP_STEPS}",
         )
     except ScriptRefused as refused:  # its arguments: fixed in the command line (exit code 2)
         raise DpwiseError(

@@ -36,6 +36,7 @@ def launch_script(
     cwd: Path | None = None,
     profile: tuple[int, int] | None = None,
     kind: Kind = "torchrun",
+    fewer: str | None = None,
 ) -> None:
     """One launch of `script` on ``nproc`` workers through dpwise's launcher (torch's elastic
     agent, as torchrun runs it), in the folder of `out` (so that what the script writes stays
@@ -46,7 +47,8 @@ def launch_script(
     ``profile`` (W, P): with it, the profiler's figures over steps W+1 to W+P (probe); ``kind``:
     how the script starts (userscript.kind): one not run under torchrun ("spawns": one process,
     which starts its own) does not see the launcher's variables, and its process group meets on
-    a port of its own."""
+    a port of its own; ``fewer``: "FLAG UNTIMED", what a script that ended too early is told to
+    lower (harness: DPWISE_SCRIPT_FEWER)."""
     env = {
         "CUDA_VISIBLE_DEVICES": "",  # the CPU and gloo, whatever GPUs this machine has
         "DPWISE_SCRIPT_AS": str(home / script.name),
@@ -61,6 +63,8 @@ def launch_script(
         env["DPWISE_SCRIPT_CWD"] = str(cwd)
     if kind != "torchrun":  # torchrun's workers meet on the launcher's own port
         env[PORT] = str(_free_port())
+    if fewer is not None:
+        env["DPWISE_SCRIPT_FEWER"] = fewer
     if measure:
         env["DPWISE_SCRIPT_MEASURE"] = "1"
     if measure and profile is not None:

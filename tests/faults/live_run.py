@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -10,7 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
-from conftest import child_env
+from conftest import child_env, descendants
 
 LEFT_BY_TORCH = "torchinductor_"  # torch's per-user compile cache: any torch program makes it
 TAG = "DPWISE_TEST_RUN"
@@ -101,6 +102,20 @@ class LiveRun:
 
     def temp_left(self) -> list[str]:
         return sorted(p.name for p in self.tmp.iterdir() if not p.name.startswith(LEFT_BY_TORCH))
+
+
+def ctrl_c_ends_it_all(run: LiveRun) -> None:
+    """Ctrl-C to the running command's group (what a terminal sends): it ends with code 130 and
+    one line, and every process it had started is gone, with its launches' folders."""
+    started = descendants(run.proc.pid)
+    try:
+        os.killpg(run.proc.pid, signal.SIGINT)
+        assert run.finish(timeout=60) == 130
+    finally:
+        run.kill()
+    assert run.stderr.strip().splitlines() == ["dpwise: interrupted"]
+    assert survivors(started) == []
+    assert run.temp_left() == []
 
 
 def alive(pid: int) -> bool:

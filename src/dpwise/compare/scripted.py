@@ -29,7 +29,7 @@ from dpwise.results.records import DevicePeak, Memory, Run, Spread
 from dpwise.userscript.command import ScriptCommand
 from dpwise.userscript.harness import LOG, MEASURED
 from dpwise.userscript.kind import Kind, Launch, launch_of, unsharded_loader
-from dpwise.userscript.run import ScriptFailed, launch_script
+from dpwise.userscript.run import ScriptFailed, ScriptRefused, launch_script
 
 WARM_UP_STEPS = 2  # optimizer steps each launch takes before the timed ones
 DEFAULT_STEPS = 10  # timed steps per repeat without --max-steps
@@ -144,7 +144,13 @@ def _launch(
             profile=window,
             kind=run.launch.kind,
             visible=",".join(str(d) for d in range(run.world_size)) if _gpus() else "",
+            fewer=f"{'--max-steps' if window is None else '--profile-steps'} {WARM_UP_STEPS}",
         )
+    except ScriptRefused as refused:  # its arguments: fixed in the command line (exit code 2)
+        raise DpwiseError(
+            f"{command.script.name} {refused}: give them in its command line, as in "
+            f"--script '{command.script.name} ARGS'"
+        ) from None
     except ScriptFailed as failed:
         raise RunFailed(run.label, "", str(failed)) from None
 

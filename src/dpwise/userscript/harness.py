@@ -14,6 +14,8 @@ What it fixes, from the environment (the script is never changed):
 - DPWISE_SCRIPT_MEASURE: each rank also writes what it measured (its steps' end times, rows and
   digests: dpwise.userscript.meter; its peak memory) to `measure-rank<R>.json` beside
   DPWISE_SCRIPT_OUT;
+- DPWISE_SCRIPT_FEWER: "FLAG UNTIMED", the flag that lowers the steps of a script that ended
+  too early, after its untimed ones (compare's --max-steps); without it, migrate --verify's;
 - DPWISE_SCRIPT_PATH: the folder the original script lives in (for its sibling imports);
 - on a machine without CUDA, `cuda` placements run on the CPU so that a GPU script can be
   checked here, and DPWISE_SCRIPT_PORT is where a script's process group meets
@@ -55,6 +57,7 @@ MEASURED = "measure-rank"  # + the rank + ".json": what DPWISE_SCRIPT_MEASURE ha
 LOG = "verify-rank"  # + the rank + ".log": a launched worker's output, beside DPWISE_SCRIPT_OUT
 MAIN_LOG = "verify-main.log"  # the output of a "spawns" script's own process, beside it
 FAILED = "failed-rank"  # + the rank: what a process the script spawned raised, beside it
+DEADLINE = "verify-deadline"  # when the time limit ends, the same for every worker: beside it
 LIMIT_MARK = "Timeout ("  # how faulthandler's dump at the time limit begins
 # torchrun's variables for its workers (torch's LocalElasticAgent), which a script launched
 # otherwise does not see
@@ -438,11 +441,22 @@ def _own_log(path: str) -> IO[str]:
 
 
 def _short(taken: int, steps: int) -> str:
+    """Why the script ended too early, and the flag that fixes it: DPWISE_SCRIPT_FEWER ("FLAG
+    UNTIMED": compare's --max-steps after its untimed steps), else migrate --verify's."""
     if taken == 0:
         return "it ended without an optimizer step (no optimizer.step() was reached)"
+    fewer = os.environ.get("DPWISE_SCRIPT_FEWER")
+    if fewer is None:
+        return (
+            f"it ended after {taken} of {steps} optimizer steps: give it more data or epochs "
+            f"through --script-args, or lower --verify-steps to {taken}"
+        )
+    flag, _, untimed = fewer.partition(" ")
+    timed = taken - int(untimed or 0)
+    lower = f", or lower {flag} to {timed}" if timed > 0 else ""
     return (
-        f"it ended after {taken} of {steps} optimizer steps: give it more data or epochs "
-        f"through --script-args, or lower --verify-steps to {taken}"
+        f"it ended after {taken} of {steps} optimizer steps: give it more data or epochs in "
+        f"its command line{lower}"
     )
 
 
@@ -465,12 +479,30 @@ def _launched(argv: list[str], limit: float) -> None:
     threads = os.environ.get("OMP_NUM_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         torch.set_num_threads(int(threads))
-    _limit.update(deadline=time.monotonic() + limit, file=log)
+    _limit.update(deadline=_shared_deadline(folder, limit), file=log)
     _arm_limit()
     try:
         main(argv)
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+def _shared_deadline(folder: str, limit: float) -> float:
+    """The time limit's end (time.monotonic: the machine's clock), the same for every worker of
+    the launch: the first to start sets it in DEADLINE beside DPWISE_SCRIPT_OUT. So every worker
+    leaves its stack at once, before the launcher stops the others at the first one's exit."""
+    path = os.path.join(folder, DEADLINE)
+    mine = os.path.join(folder, f"{DEADLINE}.{os.getpid()}")
+    with open(mine, "w", encoding="utf-8") as f:
+        f.write(repr(time.monotonic() + limit))
+    try:
+        os.link(mine, path)  # whole, or not at all: only the first worker's stands
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(mine)
+    with open(path, encoding="utf-8") as f:
+        return float(f.read())
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """`dpwise compare --script` on scripts in the styles users train with (tests/userscripts, our
 own, written from the patterns of public training code): nanoGPT's accumulation by DDP's
-`require_backward_grad_sync`, an LR schedule with clipping and AdamW under `mp.spawn`,
-`nn.DataParallel` against torchrun, and the transformers Trainer under torchrun. Each pair
-trains the same computation (one global batch, split over the ranks by a DistributedSampler), so
-the report must say what each script is, the rows it feeds per step, and that the parameters
-agree."""
+`require_backward_grad_sync`, an LR schedule with clipping and AdamW under `mp.spawn`, and the
+transformers Trainer under torchrun (`nn.DataParallel` against torchrun: test_compare_scripts).
+Each pair trains the same computation (one global batch, split over the ranks by a
+DistributedSampler), so the report must say what each script is, the rows it feeds per step,
+and that the parameters agree."""
 
 from __future__ import annotations
 
@@ -79,17 +79,6 @@ def test_a_schedule_with_clipping_and_adamw_alone_and_spawned(scripts, run_here)
     comm = doc["runs"][1]["communication"]
     assert comm["bytes_all_reduced_per_step"] == comm["gradient_bytes"] == (12 * 24 + 24 + 50) * 4
     assert all((scripts / "report" / r["trace"]).is_file() for r in doc["runs"])
-    agreed(doc)
-
-
-@pytest.mark.slow
-def test_dataparallel_against_torchrun(scripts, run_here):
-    """A DataParallel script (the whole batch to the wrapper, two devices) against its DDP
-    twin under torchrun (a DistributedSampler, half the batch per rank)."""
-    doc = compared(run_here, scripts, "dp_mlp.py --data rows.pt",
-                   "torchrun --nproc_per_node=2 mlp_ddp.py --data rows.pt")  # fmt: skip
-    assert facts(doc) == [("dataparallel", 32, [32], False), ("torchrun", 32, [16, 16], False)]
-    assert [(r["strategy"], r["world_size"]) for r in doc["runs"]] == [("dp", 2), ("ddp", 2)]
     agreed(doc)
 
 

@@ -32,23 +32,28 @@ def scripts(tmp_path):
 def test_a_script_and_its_torchrun_twin_are_compared_like_compare_s_own_runs(
     scripts, run_here, monkeypatch
 ):
-    """The bare path and the torchrun line are launched as they say; the DDP script with a
-    DistributedSampler and half the batch per rank trains the one-process script's model; the
+    """The bare path, the DataParallel script and the torchrun line are launched as they say;
+    the DataParallel script (the whole batch to the wrapper, two devices) and the DDP script
+    (a DistributedSampler, half the batch per rank) train the one-process script's model; the
     report is compare's, its runs named after the scripts."""
     monkeypatch.chdir(scripts)
     out = scripts / "report"
     got = run_here(
         "compare", "--script", "mlp_single.py --data rows.pt",
+        "--script", "dp_mlp.py --data rows.pt",
         "--script", "torchrun --nproc_per_node=2 mlp_ddp.py --data rows.pt",
-        "--world-sizes", "2", "--repeats", "2", "--max-steps", "4", "--out", str(out), "--quiet",
+        "--world-sizes", "2", "--repeats", "1", "--max-steps", "4", "--out", str(out), "--quiet",
     )  # fmt: skip
     assert got.returncode == 0, got.stderr
     doc = json.loads((out / "results.json").read_text())
     runs = {r["id"]: r for r in doc["runs"]}
-    assert list(runs) == ["mlp_single-1", "mlp_ddp-2"]
-    assert runs["mlp_ddp-2"]["strategy"] == "ddp" and runs["mlp_ddp-2"]["world_size"] == 2
-    assert runs["mlp_ddp-2"]["max_param_diff_vs_single"] <= 1e-5
-    assert len(runs["mlp_single-1"]["samples_per_s"]["values"]) == 2  # one per repeat
+    assert list(runs) == ["mlp_single-1", "dp_mlp-2", "mlp_ddp-2"]
+    assert [(r["strategy"], r["world_size"]) for r in doc["runs"]] == [
+        ("single", 1), ("dp", 2), ("ddp", 2)]  # fmt: skip
+    facts = [(r["script"]["kind"], r["script"]["rows_per_rank"]) for r in doc["runs"]]
+    assert facts == [("single", [32]), ("dataparallel", [32]), ("torchrun", [16, 16])]
+    assert all(r["max_param_diff_vs_single"] <= 1e-5 for r in doc["runs"])
+    assert len(runs["mlp_single-1"]["samples_per_s"]["values"]) == 1  # one per repeat
     checks = {c["name"]: c["status"] for c in doc["checks"]}
     assert checks["convergence"] == "pass" and checks["communication"] == "pass"
     comm = runs["mlp_ddp-2"]["communication"]  # DDP all-reduces every gradient byte, per step
@@ -60,6 +65,7 @@ def test_a_script_and_its_torchrun_twin_are_compared_like_compare_s_own_runs(
     assert (out / runs["mlp_ddp-2"]["trace"]).exists()
     assert doc["workload"]["scripts"] == {
         "mlp_single.py --data rows.pt": "single",
+        "dp_mlp.py --data rows.pt": "dataparallel",
         "torchrun --nproc_per_node=2 mlp_ddp.py --data rows.pt": "torchrun",
     }
     assert (out / "report.html").exists() and "mlp_ddp" in (out / "report.md").read_text()

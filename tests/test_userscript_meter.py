@@ -106,45 +106,6 @@ def test_a_digest_reads_a_bounded_sample_of_any_batch():
     assert sample_bytes(big) != sample_bytes(big + 1)
 
 
-SAME_ROWS = """\
-import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, TensorDataset
-
-dist.init_process_group("gloo")
-data = TensorDataset(torch.randn(64, 6), torch.randn(64, 1))
-model = DDP(torch.nn.Linear(6, 1))
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for x, y in DataLoader(data, batch_size=8, shuffle=True):  # no DistributedSampler
-    torch.nn.functional.mse_loss(model(x), y).backward()
-    opt.step()
-    opt.zero_grad()
-dist.destroy_process_group()
-"""
-
-
-def test_a_launched_script_measures_each_rank_and_two_ranks_on_the_same_rows_show_it(tmp_path):
-    """The guide's pitfall, measured: a DDP script without a DistributedSampler trains the same
-    rows on every rank (equal digests); each rank writes its steps, rows and peak memory."""
-    import json
-
-    from dpwise.userscript.harness import MEASURED
-    from dpwise.userscript.run import launch_script
-
-    script = tmp_path / "same_rows.py"
-    script.write_text(SAME_ROWS, encoding="utf-8")
-    (tmp_path / "run").mkdir()
-    out = tmp_path / "run" / "params.pt"
-    launch_script(script, [], tmp_path, out, steps=3, nproc=2, timeout=120, measure=True)
-    ranks = [json.loads((out.parent / f"{MEASURED}{r}.json").read_text()) for r in (0, 1)]
-    assert [r["rows"] for r in ranks] == [[8, 8, 8], [8, 8, 8]]
-    assert ranks[0]["digests"] == ranks[1]["digests"] and len(set(ranks[0]["digests"])) == 3
-    for r in ranks:
-        assert r["peak_memory"]["kind"] == "cpu_peak_rss" and r["peak_memory"]["bytes"]["cpu"] > 0
-    assert out.exists()  # rank 0's parameters, as --verify reads them
-
-
 def test_a_loss_module_called_at_the_top_is_not_a_model(meter):
     """The guide's `criterion(out, y)`: a module without parameters, called outside the model."""
     model, criterion = nn.Linear(3, 2), nn.CrossEntropyLoss()

@@ -86,24 +86,7 @@ PROJECTION = ("project_links", "project_devices")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The flags of CompareConfig's settings (defaults and help live on its fields), in groups."""
-    p.add_argument(
-        "scripts", nargs="*", metavar="SCRIPT", help="your own training scripts (as --script)"
-    )
-    p.add_argument(
-        "--script",
-        action="append",
-        default=[],
-        metavar="CMD",
-        dest="script_commands",
-        help="a command line you run today, quoted: 'python dp_train.py', 'torchrun "
-        "--nproc_per_node=2 train.py --lr 0.1' (repeatable; the first is the reference)",
-    )
-    p.add_argument(
-        "--reference",
-        metavar="SCRIPT",
-        help="with scripts: the one the others are held to (its file name or its command line; "
-        "default: the first)",
-    )
+    add_settings(p, CompareConfig, ("scripts", "script_commands", "reference"))
     add_workload_args(p, CompareConfig)
     add_settings(p.add_argument_group("runs"), CompareConfig, RUNS)
     add_settings(p.add_argument_group("outputs"), CompareConfig, ("out", "quiet"))
@@ -178,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # a SCRIPT is a path; one that names no file but reads as a command line is taken as one
     spoken = [s if " " in s and not Path(s).exists() else shlex.quote(s) for s in args.scripts]
-    scripts = [*args.script_commands, *spoken]
+    scripts = [*(args.script_commands or ()), *spoken]
     if args.reference is not None and not scripts:
         raise DpwiseError("--reference names one of your scripts: give them (SCRIPT or --script)")
     if scripts:

@@ -118,6 +118,30 @@ class CompareConfig(WorkloadSettings):
         help="print where compare would run (a scheduler's job is read as train reads it) and "
         "the exact command, and start nothing",
     )
+    # compare --script: the user's own scripts (commands/compare.py runs them)
+    scripts: tuple[str, ...] = setting(
+        factory=tuple,
+        flag="scripts",
+        parse=lambda raw, flag: tuple(raw),
+        nargs="*",
+        metavar="SCRIPT",
+        help="your own training scripts (as --script)",
+    )
+    script_commands: tuple[str, ...] = setting(
+        factory=tuple,
+        flag="--script",
+        parse=lambda raw, flag: tuple(raw),
+        action="append",
+        metavar="CMD",
+        help="a command line you run today, quoted: 'python dp_train.py', 'torchrun "
+        "--nproc_per_node=2 train.py --lr 0.1' (repeatable; the first is the reference)",
+    )
+    reference: str | None = setting(
+        None,
+        metavar="SCRIPT",
+        help="with scripts: the one the others are held to (its file name or its command line; "
+        "default: the first)",
+    )
     out: Path = setting(Path("runs/compare"), type=Path, help="report folder")
     quiet: bool = setting(False, action="store_true", help="no progress display")
     # set when the model probe finds parameters unused

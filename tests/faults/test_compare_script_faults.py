@@ -42,8 +42,9 @@ def test_a_script_that_never_steps_says_so_in_one_line(home, run_here):
     out = home / "out"
     got = run_here("compare", "never_steps.py", *FEW, "--out", str(out))
     assert got.returncode == 1
+    # 8 steps: 2 untimed, 4 profiled (the first repeat profiles), 2 timed
     assert got.stderr.strip().splitlines() == [
-        "dpwise: the never_steps.py run failed: did not reach 4 steps: it ended without an "
+        "dpwise: the never_steps.py run failed: did not reach 8 steps: it ended without an "
         "optimizer step (no optimizer.step() was reached)"  # one process: not "under torchrun"
     ]
     assert not out.exists()

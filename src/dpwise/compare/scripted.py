@@ -34,7 +34,6 @@ from dpwise.userscript.run import ScriptFailed, ScriptRefused, launch_script
 WARM_UP_STEPS = 2  # optimizer steps each launch takes before the timed ones
 DEFAULT_STEPS = 10  # timed steps per repeat without --max-steps
 PARAMS = "params.pt"  # rank 0's parameters before the first step and after the last
-PROBE = "probe"  # the profiled launch's folder
 CAUSES = "causes.json"  # what rank 0 found in the model that makes parallel runs differ
 # How a kind of script trains, in compare's words: the strategy whose traits describe it (one
 # process per device, one process driving many, one process on one device).
@@ -103,19 +102,22 @@ def measure(
     profile_steps: int,
     on_event: Event = lambda event: None,
 ) -> list[Run]:
-    """Launch every run ``repeats`` times, interleaved, then once more under the profiler
-    (WARM_UP_STEPS, then ``profile_steps`` profiled: its collectives and, on the CPU, its live
-    tensors); the run records, with each run's final parameters saved under ``stage``."""
+    """Launch every run ``repeats`` times, interleaved; the run records, with each run's final
+    parameters saved under ``stage``. The first repeat also profiles: after WARM_UP_STEPS,
+    ``profile_steps`` steps under the profiler (its collectives and, on the CPU, its live
+    tensors), then its timed steps (one launch fewer per run than a launch of its own)."""
     for r, run in rounds(runs, repeats):
         on_event({"what": "start", "label": run.label})
-        _launch(run, stage / "runs" / run.id / f"repeat-{r}", WARM_UP_STEPS + steps, timeout, seed)
+        window = (WARM_UP_STEPS, profile_steps) if r == 0 else None
+        total = _untimed(window) + steps
+        _launch(run, stage / "runs" / run.id / f"repeat-{r}", total, timeout, seed, window)
         on_event({"what": "repeat"})
-    for run in runs:
-        on_event({"what": "start", "label": f"{run.label} (profiled)"})
-        window = (WARM_UP_STEPS, profile_steps)
-        _launch(run, stage / "runs" / run.id / PROBE, sum(window), timeout, seed, window)
-        on_event({"what": "probe"})
-    return [record(run, stage, repeats) for run in runs]
+    return [record(run, stage, repeats, profile_steps) for run in runs]
+
+
+def _untimed(window: tuple[int, int] | None) -> int:
+    """The steps before the timed ones: the warm-up, and the profiled window where there is one."""
+    return WARM_UP_STEPS if window is None else sum(window)
 
 
 def _launch(
@@ -161,12 +163,17 @@ def _gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def record(run: ScriptRun, stage: Path, repeats: int) -> Run:
-    """The run record from what its ranks wrote in every repeat and in the profiled launch."""
+def record(run: ScriptRun, stage: Path, repeats: int, profile_steps: int) -> Run:
+    """The run record from what its ranks wrote in every repeat (the first one profiled)."""
     folder = stage / "runs" / run.id
-    timed = [_timing(_ranks(folder / f"repeat-{r}")) for r in range(repeats)]
+    window = (WARM_UP_STEPS, profile_steps)
+    timed = [
+        _timing(_ranks(folder / f"repeat-{r}"), _untimed(window if r == 0 else None))
+        for r in range(repeats)
+    ]
     first = _ranks(folder / "repeat-0")
-    probed = [m.get("profile") or {} for m in _ranks(folder / PROBE)]
+    probed = [m.get("profile") or {} for m in first]
+    unprofiled = [_ranks(folder / f"repeat-{r}") for r in range(1, repeats)] or [first]
     trace = _keep_trace(probed[0], stage, run.id)
     params = torch.load(folder / "repeat-0" / PARAMS, weights_only=True)
     final = folder / "final.pt"
@@ -175,8 +182,8 @@ def record(run: ScriptRun, stage: Path, repeats: int) -> Run:
     (folder / CAUSES).write_text(json.dumps(params.get("causes") or {}), encoding="utf-8")
     for log in (folder / "repeat-0").glob(f"{LOG}*.log"):  # each rank's output, the first time
         log.rename(folder / log.name.replace(LOG, "rank"))
-    for name in [*(f"repeat-{r}" for r in range(repeats)), PROBE]:  # what a launch left
-        shutil.rmtree(folder / name, ignore_errors=True)
+    for r in range(repeats):  # what a launch left
+        shutil.rmtree(folder / f"repeat-{r}", ignore_errors=True)
     rows = [sum(m["rows"]) for m in first]
     return Run(
         id=run.id,
@@ -191,7 +198,7 @@ def record(run: ScriptRun, stage: Path, repeats: int) -> Run:
         samples_per_epoch=sum(rows) or None,
         training_seconds=sum(t[0] for t in timed),
         final_state=str(final.relative_to(stage)),
-        memory=_memory(first, probed),
+        memory=_memory(first, probed, unprofiled),
         communication=probed[0].get("communication"),
         sync_points_per_step=probed[0].get("sync_points_per_step"),
         trace=trace,
@@ -240,12 +247,12 @@ def _ranks(folder: Path) -> list[dict[str, Any]]:
     return sorted(ranks, key=lambda m: m["rank"])
 
 
-def _timing(ranks: list[dict[str, Any]]) -> tuple[float, float]:
-    """(seconds, rows per second) of the timed steps: from the end of the last warm-up step to
+def _timing(ranks: list[dict[str, Any]], untimed: int) -> tuple[float, float]:
+    """(seconds, rows per second) of the timed steps: from the end of the last untimed step to
     the end of the last step on rank 0's clock, the rows every rank fed its model meanwhile."""
     ends = ranks[0]["ends"]
-    seconds = ends[-1] - ends[WARM_UP_STEPS - 1]
-    rows = sum(sum(m["rows"][WARM_UP_STEPS:]) for m in ranks)
+    seconds = ends[-1] - ends[untimed - 1]
+    rows = sum(sum(m["rows"][untimed:]) for m in ranks)
     return seconds, rows / seconds if seconds > 0 else 0.0
 
 
@@ -253,9 +260,14 @@ def _devices(ranks: list[dict[str, Any]]) -> list[str]:
     return [device for m in ranks for device in m["peak_memory"]["bytes"]]
 
 
-def _memory(ranks: list[dict[str, Any]], probed: list[dict[str, Any]]) -> Memory:
+def _memory(
+    ranks: list[dict[str, Any]],
+    probed: list[dict[str, Any]],
+    unprofiled: list[list[dict[str, Any]]],
+) -> Memory:
     """Each device's peak as compare measures it: the CUDA allocator's per device; on the CPU
-    each process's live tensors in the profiled steps (with its peak RSS beside)."""
+    each process's live tensors in the profiled steps, with its peak RSS beside (the largest of
+    the repeats without the profiler, whose own memory would count in it)."""
     kind = ranks[0]["peak_memory"]["kind"]
     if kind != "cpu_peak_rss":
         per_device = tuple(
@@ -268,5 +280,8 @@ def _memory(ranks: list[dict[str, Any]], probed: list[dict[str, Any]]) -> Memory
         DevicePeak(rank=rank, device="cpu", peak_bytes=p.get("live_tensor_bytes"))
         for rank, p in enumerate(probed)
     )
-    rss = tuple(int(m["peak_memory"]["bytes"]["cpu"]) for m in ranks)
+    rss = tuple(
+        max(int(repeat[rank]["peak_memory"]["bytes"]["cpu"]) for repeat in unprofiled)
+        for rank in range(len(ranks))
+    )
     return Memory(kind="cpu_live_tensors", per_device=live, peak_rss_bytes=rss)

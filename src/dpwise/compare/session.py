@@ -63,7 +63,7 @@ def run_scripts(cfg: CompareConfig, given: list[str], command: str) -> int:
 
     def measured(stage: Path) -> tuple[Results, float]:
         err = Console(stderr=True)
-        units = len(specs) * (cfg.repeats + 1)
+        units = len(specs) * cfg.repeats
         with CompareProgress(units, err, enabled=not cfg.quiet and err.is_terminal) as progress:
             runs = scripted.measure(specs, stage, cfg.repeats, steps, cfg.timeout, cfg.seed,
                                     cfg.profile_steps, progress.on_event)  # fmt: skip

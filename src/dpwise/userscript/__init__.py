@@ -1,6 +1,8 @@
-"""Owns: running a user's training script unedited: the harness each of its processes runs
-(the seed, the sampler's order, the CPU's stand-in for CUDA placements, the optimizer-step hooks
-that stop it and save its parameters), what in its model makes parallel runs differ (causes).
+"""Owns: running a user's training script unedited: its command line (command) and how it
+launches (kind), one launch and why it ended (run), the harness each of its processes runs (the
+seed, the sampler's order, the optimizer-step hooks that stop it and save its parameters, the
+workers it spawns), the CPU's stand-in for CUDA (standin), what each rank measures (meter, probe)
+and what in its model makes parallel runs differ (causes).
 May import: lint, launch, measure, diagnosis, infra, errors
 Imported by: compare (--script), commands, migrate (--verify)
 

@@ -60,7 +60,30 @@ def launch_script(
         "DPWISE_SCRIPT_KIND": kind,
         DEVICES: str(devices),
         "DPWISE_SCRIPT_SEED": str(seed),
+        **_optional(cwd, kind, fewer, measure, profile, nproc),
     }
+    settings = LaunchSettings(nproc_per_node=nproc, timeout=timeout)
+    try:
+        launch(settings, worker, [str(script), *args], timeout, env=env)
+    except PeerStopped as stopped:  # its process stopped (SIGSTOP): the launcher names it
+        raise ScriptFailed(f"did not end{_under(kind)}: {stopped}") from None
+    except WorkerFailed as failed:
+        said = why_ended(out.parent, steps, timeout, failed, script, kind)
+        raise _failed(out.parent, said) from None
+    if not out.exists():
+        raise _failed(out.parent, why_ended(out.parent, steps, timeout, None, script, kind))
+
+
+def _optional(
+    cwd: Path | None,
+    kind: Kind,
+    fewer: str | None,
+    measure: bool,
+    profile: tuple[int, int] | None,
+    nproc: int,
+) -> dict[str, str]:
+    """The harness's variables that only some launches set (launch_script says what each is)."""
+    env = {}
     if cwd is not None:
         env["DPWISE_SCRIPT_CWD"] = str(cwd)
     if kind != "torchrun":  # torchrun's workers meet on the launcher's own port
@@ -73,16 +96,7 @@ def launch_script(
         env["DPWISE_SCRIPT_PROFILE"] = f"{profile[0]},{profile[1]}"
     if nproc > 1 and "OMP_NUM_THREADS" not in os.environ:
         env["OMP_NUM_THREADS"] = "1"  # what torchrun gives each of several workers
-    settings = LaunchSettings(nproc_per_node=nproc, timeout=timeout)
-    try:
-        launch(settings, worker, [str(script), *args], timeout, env=env)
-    except PeerStopped as stopped:  # its process stopped (SIGSTOP): the launcher names it
-        raise ScriptFailed(f"did not end{_under(kind)}: {stopped}") from None
-    except WorkerFailed as failed:
-        said = why_ended(out.parent, steps, timeout, failed, script, kind)
-        raise _failed(out.parent, said) from None
-    if not out.exists():
-        raise _failed(out.parent, why_ended(out.parent, steps, timeout, None, script, kind))
+    return env
 
 
 def _free_port() -> int:

@@ -85,10 +85,8 @@ def test_a_schedule_with_clipping_and_adamw_alone_and_spawned(scripts, run_here)
 @pytest.mark.slow
 def test_the_transformers_trainer_alone_and_under_torchrun(scripts, run_here):
     """A tiny GPT-2 through the Trainer: 16 rows per device alone, 8 per rank under torchrun
-    (the Trainer's own seeded sampler, split over the ranks by accelerate). The Trainer needs
-    accelerate; where it is not installed the test does not run (about 16 s of CPU where it is:
-    each launch imports transformers)."""
-    pytest.importorskip("accelerate")
+    (the Trainer's own seeded sampler, split over the ranks by accelerate, a dev dependency).
+    About 16 s of CPU: each launch imports transformers."""
     doc = compared(run_here, scripts, "python hf_trainer.py",
                    "torchrun --nproc_per_node=2 hf_trainer.py --per-device-batch 8")  # fmt: skip
     assert facts(doc) == [("single", 16, [16], False), ("torchrun", 16, [8, 8], False)]

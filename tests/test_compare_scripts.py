@@ -137,6 +137,37 @@ def test_the_guides_scripts_are_said_to_train_other_computations(scripts, run_he
     assert "every rank trained the same rows" in said[0] and "512 rows per optimizer" in said[1]
 
 
+@pytest.mark.slow
+def test_rows_drawn_per_rank_are_named_and_the_world_sizes_are_scaled(
+    scripts, run_here, monkeypatch
+):
+    """nanoGPT's batching (random indices from a generator seeded per rank, no sampler) feeds
+    as many rows per step as the one-process script, but other ones: said for each size, its
+    parameters not judged; and the torchrun script at 1 and 2 processes is what the
+    scalability check reads."""
+    monkeypatch.chdir(scripts)
+    out = scripts / "report"
+    got = run_here("compare", "mlp_single.py --data rows.pt",
+                   "torchrun mlp_draws.py --data rows.pt", "--world-sizes", "1,2",
+                   "--repeats", "1", "--max-steps", "3", "--out", str(out), "--quiet")  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    doc = json.loads((out / "results.json").read_text())
+    assert [(r["label"], r["script"]["rows_per_step"]) for r in doc["runs"]] == [
+        ("mlp_single.py", 32), ("mlp_draws.py × 1", 32), ("mlp_draws.py × 2", 32)]  # fmt: skip
+    sets = [r["script"]["row_sets"] for r in doc["runs"]]
+    assert len({len(s) for s in sets}) == 1 and all(len(set(s)) == len(s) for s in sets)
+    said = doc["workload"]["findings"]
+    assert [line.split(" fed its model other rows than mlp_single.py at optimizer step ")[0]
+            for line in said] == ["mlp_draws.py × 1", "mlp_draws.py × 2"]  # fmt: skip
+    assert all("a data order that is not the sampler's" in line for line in said)
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["convergence"]["status"] == "skip"
+    assert "not the same computation" in checks["convergence"]["summary"]
+    scaling = checks["scalability"]
+    assert scaling["status"] in ("pass", "warn", "fail"), scaling["summary"]
+    assert "efficiency at 2:" in scaling["summary"], scaling["summary"]
+
+
 def test_the_guides_ddp_script_as_published_names_its_error_and_line(
     scripts, run_here, monkeypatch
 ):

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as torch_module
 
-from dpwise.userscript.meter import DIGEST_VALUES, Meter, first_tensor, sample_bytes
+from dpwise.userscript.meter import DIGEST_VALUES, MASK, Meter, first_tensor, rowset, sample_bytes
 
 
 class Tagger(nn.Module):
@@ -115,3 +115,24 @@ def test_a_loss_module_called_at_the_top_is_not_a_model(meter):
         opt.step()
         meter.step()
     assert meter.record.rows == [6, 6]
+
+
+def test_a_row_set_is_the_sum_of_its_parts_in_any_order_and_other_rows_differ():
+    """What a step's global batch is, however it was split: two ranks' halves add up to one
+    process's whole batch, in any order; one row changed or left out changes it."""
+    x = torch.randint(0, 50, (64, 8))
+    whole = rowset(x)
+    assert (rowset(x[::2]) + rowset(x[1::2])) & MASK == whole == rowset(x[torch.randperm(64)])
+    other = x.clone()
+    other[5, 7] += 1  # a value a row's hash does not read would go unseen: 8 < ROW_VALUES
+    assert rowset(other) != whole and rowset(x[1:]) != whole and rowset(x[:0]) == 0
+
+
+def test_the_meter_adds_each_step_s_row_sets(meter):
+    model = nn.Linear(3, 1)
+    batches = [torch.randn(4, 3) for _ in range(4)]
+    train(model, batches, meter, micro=2)
+    assert meter.record.rowsets == [
+        (rowset(batches[0]) + rowset(batches[1])) & MASK,
+        (rowset(batches[2]) + rowset(batches[3])) & MASK,
+    ]

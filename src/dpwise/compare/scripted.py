@@ -29,6 +29,7 @@ from dpwise.results.records import DevicePeak, Memory, Run, Spread
 from dpwise.userscript.command import ScriptCommand
 from dpwise.userscript.harness import LOG, MEASURED
 from dpwise.userscript.kind import Kind, Launch, launch_of, unsharded_loader
+from dpwise.userscript.meter import MASK
 from dpwise.userscript.run import ScriptFailed, ScriptRefused, launch_script
 
 WARM_UP_STEPS = 2  # optimizer steps each launch takes before the timed ones
@@ -220,7 +221,16 @@ def _facts(run: ScriptRun, ranks: list[dict[str, Any]]) -> dict[str, Any]:
         "rows_per_rank": per_rank,
         "same_rows_on_every_rank": same,
         "loader": unsharded_loader(run.command) if same else None,
+        "row_sets": _row_sets(ranks),
     }
+
+
+def _row_sets(ranks: list[dict[str, Any]]) -> list[str]:
+    """The fingerprint of the global batch of each optimizer step (dpwise.userscript.meter's
+    row sets of every rank, added up), as hex: equal where two runs fed their models the same
+    rows at that step, however they split them."""
+    steps = zip(*(m.get("rowsets", []) for m in ranks), strict=False)
+    return [f"{sum(step) & MASK:016x}" for step in steps]
 
 
 def _keep_trace(probed: dict[str, Any], stage: Path, run_id: str) -> str | None:

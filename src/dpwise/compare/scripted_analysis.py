@@ -126,8 +126,9 @@ NOT_PROJECTED = (
 
 
 def findings(runs: list[Run]) -> list[str]:
-    """What only a run shows: a rank that trained the rows every other rank trained, and a run
-    that feeds its model another number of rows per optimizer step than the first."""
+    """What only a run shows: a rank that trained the rows every other rank trained, a run that
+    feeds its model another number of rows per optimizer step than the first, and one that
+    feeds it as many rows but other ones (a data order that is not the sampler's)."""
     ref = runs[0].script or {}
     said = []
     for r in runs:
@@ -141,13 +142,37 @@ def findings(runs: list[Run]) -> list[str]:
                 f"{len(ranks)} times, and its samples/s counts each of them {len(ranks)} "
                 f"times{where}"
             )
-        if r is not runs[0] and f.get("rows_per_step") != ref.get("rows_per_step"):
+        if r is runs[0]:
+            continue
+        if f.get("rows_per_step") != ref.get("rows_per_step"):
             said.append(
                 f"{r.label} feeds its model {f.get('rows_per_step')} rows per optimizer step, "
                 f"{runs[0].label} {ref.get('rows_per_step')}: a different global batch, "
                 f"{NOT_THE_SAME}; give both the same global batch to compare their parameters"
             )
+        elif f.get("same_rows_on_every_rank") or ref.get("same_rows_on_every_rank"):
+            continue  # said above: other rows, for a reason already named
+        elif (step := _first_other_rows(ref.get("row_sets"), f.get("row_sets"))) is not None:
+            said.append(_other_rows(r.label, runs[0].label, step, len(f["row_sets"])))
     return said
+
+
+def _first_other_rows(ref: list[str] | None, run: list[str] | None) -> int | None:
+    """The first optimizer step (from 1) at which the two runs' global batches differ."""
+    if not ref or not run:
+        return None
+    return next((i + 1 for i, (a, b) in enumerate(zip(ref, run, strict=False)) if a != b), None)
+
+
+def _other_rows(label: str, ref: str, step: int, steps: int) -> str:
+    return (
+        f"{label} fed its model other rows than {ref} at optimizer step {step} of {steps} (as "
+        f"many rows per step, other ones: their row sets differ): a data order that is not the "
+        f"sampler's, {NOT_THE_SAME}. dpwise holds a RandomSampler's order equal to a "
+        f"DistributedSampler's; rows a script picks itself (its own shuffle, random indices, a "
+        f"seed per rank, random augmentation) are not held equal. Feed both through a DataLoader "
+        f"with a sampler, or the same draws, to compare their parameters"
+    )
 
 
 def workload_facts(specs: list[ScriptRun], settings: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,9 @@
 """What a user's script does at each optimizer step, measured inside the rank without editing it
 (torch's global hooks): when the step ended, how many rows entered the model since the step
-before, and a digest of those rows (two ranks that trained the same rows have the same digests).
+before, a digest of those rows (two ranks that trained the same rows have the same digests), and
+a fingerprint of the set of rows that does not depend on how they were split: the sum of one hash
+per row, so the ranks' fingerprints of a step add up to the one a single process has when it
+trains the same global batch (a data order that is not the sampler's shows as another sum).
 
 Rows are counted at the outermost module call of the thread that steps the optimizer (a
 DataParallel wrapper's whole batch, not each replica's share): the first dimension of its first
@@ -21,22 +24,32 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 DIGEST_VALUES = 64  # values of a batch read for its digest, spread over the batch
+ROW_VALUES = 16  # values of each row read for its hash, spread over the row
+MASK = (1 << 64) - 1  # row sets add up modulo 2**64
+# Odd multipliers, one per value read from a row, and the mixer's (splitmix64's): a row's hash
+# depends on every value read and on their places in the row.
+_WEIGHTS = np.random.default_rng(20261203).integers(1, 2**63, ROW_VALUES, dtype=np.uint64) | 1
+_MIX = np.uint64(0xBF58476D1CE4E5B9)
 
 
 @dataclass
 class StepRecord:
     """Every optimizer step of one rank: when it ended (perf_counter seconds), the rows that
-    entered the model since the step before, and their digest."""
+    entered the model since the step before, their digest, and their row set's fingerprint
+    (the sum of the rows' hashes modulo 2**64: see add_rowsets)."""
 
     ends: list[float] = field(default_factory=list)
     rows: list[int] = field(default_factory=list)
     digests: list[str] = field(default_factory=list)
+    rowsets: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ends": self.ends, "rows": self.rows, "digests": self.digests}
+        return {"ends": self.ends, "rows": self.rows, "digests": self.digests,
+                "rowsets": self.rowsets}  # fmt: skip
 
 
 class Meter:
@@ -48,6 +61,7 @@ class Meter:
         self._stepping = threading.main_thread()
         self._rows = 0
         self._hash = hashlib.blake2b(digest_size=8)
+        self._rowset = 0
         self._handles: list[Any] = []
         self._outermost: dict[int, weakref.ref[torch.nn.Module]] = {}
         self._narrowed = False
@@ -75,8 +89,10 @@ class Meter:
         self.record.ends.append(time.perf_counter())
         self.record.rows.append(self._rows)
         self.record.digests.append(self._hash.hexdigest() if self._rows else "")
+        self.record.rowsets.append(self._rowset)
         self._rows = 0
         self._hash = hashlib.blake2b(digest_size=8)
+        self._rowset = 0
         if not self._narrowed and self._outermost:
             self._narrow()
 
@@ -111,6 +127,7 @@ class Meter:
             return
         self._rows += batch.shape[0]
         self._hash.update(sample_bytes(batch))
+        self._rowset = (self._rowset + rowset(batch)) & MASK
 
 
 def _has_weights(module: torch.nn.Module) -> bool:
@@ -142,3 +159,19 @@ def sample_bytes(batch: torch.Tensor) -> bytes:
     stride = max(1, flat.numel() // DIGEST_VALUES)
     values = flat[::stride][:DIGEST_VALUES].to("cpu", torch.float64)
     return repr(tuple(batch.shape)).encode() + values.numpy().tobytes()
+
+
+def rowset(batch: torch.Tensor) -> int:
+    """The fingerprint of ``batch``'s rows as a set: the sum of a hash of each row (ROW_VALUES of
+    its values, spread over it) modulo 2**64. It does not depend on the rows' order or on how
+    they were split between calls or ranks: the two halves' fingerprints add up to the whole's."""
+    rows = batch.detach()
+    rows = rows.flatten(1) if rows.dim() > 1 else rows.unsqueeze(1)
+    stride = max(1, rows.shape[1] // ROW_VALUES)
+    values = rows[:, ::stride][:, :ROW_VALUES].to("cpu", torch.float64).numpy()
+    bits = np.ascontiguousarray(values).view(np.uint64)
+    hashed = (bits * _WEIGHTS[: bits.shape[1]]).sum(axis=1, dtype=np.uint64)
+    hashed ^= hashed >> np.uint64(31)
+    hashed *= _MIX
+    hashed ^= hashed >> np.uint64(29)
+    return int(hashed.sum(dtype=np.uint64))

@@ -148,6 +148,7 @@ def _launch(
             kind=run.launch.kind,
             visible=",".join(str(d) for d in range(run.world_size)) if _gpus() else "",
             fewer=f"{'--max-steps' if window is None else '--profile-steps'} {WARM_UP_STEPS}",
+            read=_untimed(window),  # the steps it times only count their rows
         )
     except ScriptRefused as refused:  # its arguments: fixed in the command line (exit code 2)
         raise DpwiseError(

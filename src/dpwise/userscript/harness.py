@@ -11,9 +11,9 @@ What it fixes, from the environment (the script is never changed):
   optimizer's parameters before the first step and after the last, in order, to
   DPWISE_SCRIPT_OUT (names are not needed: a wrapper does not change the order), with what in
   the model can make parallel runs differ (`dpwise.userscript.causes`: BatchNorm, random layers);
-- DPWISE_SCRIPT_MEASURE: each rank also writes what it measured (its steps' end times, rows and
-  digests: dpwise.userscript.meter; its peak memory) to `measure-rank<R>.json` beside
-  DPWISE_SCRIPT_OUT;
+- DPWISE_SCRIPT_MEASURE: each rank also writes what it measured (its steps' end times, rows,
+  and the rows' digests and row sets in the first DPWISE_SCRIPT_READ steps, or every step's:
+  dpwise.userscript.meter; its peak memory) to `measure-rank<R>.json` beside DPWISE_SCRIPT_OUT;
 - DPWISE_SCRIPT_FEWER: "FLAG UNTIMED", the flag that lowers the steps of a script that ended
   too early, after its untimed ones (compare's --max-steps); without it, migrate --verify's;
 - DPWISE_SCRIPT_PATH: the folder the original script lives in (for its sibling imports);
@@ -159,7 +159,9 @@ def _stop_after(steps: int, out: str) -> list[int]:
     done: list[int] = []
     initial: list[list[torch.Tensor]] = []
     watch = Watch()
-    meter = Meter().install() if os.environ.get("DPWISE_SCRIPT_MEASURE") else None
+    read = os.environ.get("DPWISE_SCRIPT_READ")  # the steps whose rows are read (all: unset)
+    measure = os.environ.get("DPWISE_SCRIPT_MEASURE")
+    meter = Meter(int(read) if read else None).install() if measure else None
     probe = Probe.from_env(out, rank) if meter is not None else None  # its profiled window
 
     def before(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
@@ -192,6 +194,20 @@ def _stop_after(steps: int, out: str) -> list[int]:
     if meter is not None:
         _undo.append(meter.remove)
     return done
+
+
+def instrument(steps: int, out: str) -> Callable[[], None]:
+    """The step hooks, meter and probe a launched script's process runs under (as the
+    environment asks), installed in this process; the function returned removes them
+    (bench/script_overhead.py pairs steps with and without them)."""
+    _stop_after(steps, out)
+
+    def undo() -> None:
+        for remove in _undo:
+            remove()
+        _undo.clear()
+
+    return undo
 
 
 def _write_measured(meter: Meter, out: str, probe: Probe | None = None) -> None:

@@ -39,8 +39,9 @@ _MIX = np.uint64(0xBF58476D1CE4E5B9)
 @dataclass
 class StepRecord:
     """Every optimizer step of one rank: when it ended (perf_counter seconds), the rows that
-    entered the model since the step before, their digest, and their row set's fingerprint
-    (the sum of the rows' hashes modulo 2**64: see add_rowsets)."""
+    entered the model since the step before, their digest ("" where they were not read), and
+    the fingerprint of each read step's rows as a set (the sum of the rows' hashes modulo 2**64:
+    see rowset; the read steps come first)."""
 
     ends: list[float] = field(default_factory=list)
     rows: list[int] = field(default_factory=list)
@@ -53,9 +54,13 @@ class StepRecord:
 
 
 class Meter:
-    """Counts the rows of each step's model calls; ``step()`` closes a step."""
+    """Counts the rows of each step's model calls; ``step()`` closes a step. The rows of the
+    first ``read`` steps (every step's where None) are also read for their digest and row set:
+    compare reads them in the untimed steps, so the steps it times only count rows (reading a
+    batch costs a step of a small model some percent)."""
 
-    def __init__(self) -> None:
+    def __init__(self, read: int | None = None) -> None:
+        self.read = read
         self.record = StepRecord()
         self._local = threading.local()
         self._stepping = threading.main_thread()
@@ -86,15 +91,21 @@ class Meter:
     def step(self, stepping: threading.Thread | None = None) -> None:
         """Close the step that just ended (called from the optimizer's step hook)."""
         self._stepping = stepping or threading.current_thread()
+        read = self._reading()
         self.record.ends.append(time.perf_counter())
         self.record.rows.append(self._rows)
-        self.record.digests.append(self._hash.hexdigest() if self._rows else "")
-        self.record.rowsets.append(self._rowset)
+        self.record.digests.append(self._hash.hexdigest() if self._rows and read else "")
+        if read:
+            self.record.rowsets.append(self._rowset)
         self._rows = 0
         self._hash = hashlib.blake2b(digest_size=8)
         self._rowset = 0
         if not self._narrowed and self._outermost:
             self._narrow()
+
+    def _reading(self) -> bool:
+        """Whether the step under way is one whose rows are read."""
+        return self.read is None or len(self.record.ends) < self.read
 
     def _narrow(self) -> None:
         """From the global hooks to a hook on each module found outermost."""
@@ -126,8 +137,9 @@ class Meter:
         if batch is None or batch.dim() == 0:
             return
         self._rows += batch.shape[0]
-        self._hash.update(sample_bytes(batch))
-        self._rowset = (self._rowset + rowset(batch)) & MASK
+        if self._reading():
+            self._hash.update(sample_bytes(batch))
+            self._rowset = (self._rowset + rowset(batch)) & MASK
 
 
 def _has_weights(module: torch.nn.Module) -> bool:

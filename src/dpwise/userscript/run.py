@@ -38,6 +38,7 @@ def launch_script(
     kind: Kind = "torchrun",
     visible: str = "",
     fewer: str | None = None,
+    read: int | None = None,
 ) -> None:
     """One launch of `script` on ``nproc`` workers through dpwise's launcher (torch's elastic
     agent, as torchrun runs it), in the folder of `out` (so that what the script writes stays
@@ -50,7 +51,9 @@ def launch_script(
     which starts its own) does not see the launcher's variables, and its process group meets on
     a port of its own; ``visible``: the GPUs it may use (CUDA_VISIBLE_DEVICES: "" the CPU and
     gloo, as --verify runs; "0,1" the first two); ``fewer``: "FLAG UNTIMED", what a script that
-    ended too early is told to lower (harness: DPWISE_SCRIPT_FEWER)."""
+    ended too early is told to lower (harness: DPWISE_SCRIPT_FEWER); ``read``: with ``measure``,
+    the rows of the first ``read`` steps are read for their digests and row sets (None: every
+    step's; compare reads them in its untimed steps only)."""
     env = {
         "CUDA_VISIBLE_DEVICES": visible,
         "DPWISE_SCRIPT_AS": str(home / script.name),
@@ -60,7 +63,7 @@ def launch_script(
         "DPWISE_SCRIPT_KIND": kind,
         DEVICES: str(devices),
         "DPWISE_SCRIPT_SEED": str(seed),
-        **_optional(cwd, kind, fewer, measure, profile, nproc),
+        **_optional(cwd, kind, fewer, measure, profile, nproc, read),
     }
     settings = LaunchSettings(nproc_per_node=nproc, timeout=timeout)
     try:
@@ -81,6 +84,7 @@ def _optional(
     measure: bool,
     profile: tuple[int, int] | None,
     nproc: int,
+    read: int | None = None,
 ) -> dict[str, str]:
     """The harness's variables that only some launches set (launch_script says what each is)."""
     env = {}
@@ -92,6 +96,8 @@ def _optional(
         env["DPWISE_SCRIPT_FEWER"] = fewer
     if measure:
         env["DPWISE_SCRIPT_MEASURE"] = "1"
+    if measure and read is not None:
+        env["DPWISE_SCRIPT_READ"] = str(read)
     if measure and profile is not None:
         env["DPWISE_SCRIPT_PROFILE"] = f"{profile[0]},{profile[1]}"
     if nproc > 1 and "OMP_NUM_THREADS" not in os.environ:

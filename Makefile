@@ -79,6 +79,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/estimate_accuracy.py
 	$(BIN)/python bench/advise_7b.py
 	$(BIN)/python bench/lint_speed.py
+	$(BIN)/python bench/script_overhead.py
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache .ruff_cache

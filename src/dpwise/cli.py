@@ -12,8 +12,23 @@ from typing import NoReturn
 from dpwise import __version__
 from dpwise.errors import DpwiseError
 
-COMMANDS = ("train", "compare", "tune", "advise", "env", "lint", "migrate", "probe-link")
-READ_ONLY = ("env", "lint")  # commands that run no model: the environment is theirs to report
+COMMANDS = (
+    "train",
+    "compare",
+    "tune",
+    "advise",
+    "env",
+    "lint",
+    "migrate",
+    "probe-link",
+    "watch",
+    "diagnose",
+)
+READ_ONLY = (
+    "env",
+    "lint",
+    "diagnose",
+)  # commands that run no model: the environment is theirs to report
 
 
 class _Parser(argparse.ArgumentParser):

@@ -4,5 +4,5 @@ settings and default timeout, the elastic launch and what its failures say, the 
 processes come from, node addressing, the watch on the workers, the launcher's own connections
 (agentlink).
 May import: infra, errors
-Imported by: advise, cli, commands, compare, link, strategies, train, tune, userscript
+Imported by: advise, cli, commands, compare, link, strategies, train, tune, userscript, watch
 """

@@ -1,7 +1,7 @@
 """Owns: `dpwise lint`: the static analysis (analysis/), the rules and their code table (rules/),
 the fixes (fix/, fixer.py), the formats and the run.
 May import: infra, errors (never torch: the checked code is parsed, not run)
-Imported by: commands, migrate, userscript
+Imported by: commands, migrate, userscript, watch
 
 `dpwise lint`: find data-parallel pitfalls in training scripts, statically.
 

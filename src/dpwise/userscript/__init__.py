@@ -4,7 +4,7 @@ seed, the sampler's order, the optimizer-step hooks that stop it and save its pa
 workers it spawns), the CPU's stand-in for CUDA (standin), what each rank measures (meter, probe)
 and what in its model makes parallel runs differ (causes).
 May import: lint, launch, measure, diagnosis, infra, errors
-Imported by: compare (--script), commands, migrate (--verify)
+Imported by: compare (--script), commands, migrate (--verify), watch
 
 A script runs as its user runs it: its own loop, optimizer, scheduler and data. dpwise changes
 the conditions around it (the environment, torch's hooks), never its text.

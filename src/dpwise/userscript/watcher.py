@@ -1,0 +1,167 @@
+"""What each rank of a watched job (`dpwise watch`) runs beside the user's script, unedited: a
+thread that every INTERVAL_S seconds writes the rank's state to `rank<R>.json` in the folder
+DPWISE_WATCH_DIR names. The state is the rank's optimizer steps and rows so far, the collectives
+torch's Flight Recorder holds (each one's sequence number, op, sizes and whether it completed:
+TORCH_FR_BUFFER_SIZE, set by the launch, turns the recorder on), and where the script's main
+thread is (its Python stack, read from this thread while the main one waits in C++).
+
+Nothing else changes: no seed, no sampler order, no step limit; the script's output is its own.
+A write is whole or absent (a temporary file renamed), so a reader never sees half a state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from dpwise.userscript.meter import Meter
+
+FOLDER = "DPWISE_WATCH_DIR"  # where each rank writes its state
+CWD = "DPWISE_WATCH_CWD"  # the folder the user started the job in
+INTERVAL_S = 0.5  # how often a rank writes its state
+KEEP = 32  # the newest collectives a state holds
+STATE = "rank{rank}.json"
+
+
+def collectives(keep: int = KEEP) -> list[dict[str, Any]]:
+    """The newest ``keep`` collectives the Flight Recorder holds in this process, oldest first:
+    {seq, op, sizes, done, created_ns}. Empty before the process group exists, or when the
+    recorder is off."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return []
+    from torch._C._distributed_c10d import (  # type: ignore[attr-defined]  # not in torch's stubs
+        _dump_fr_trace_json,
+    )
+
+    try:
+        entries = json.loads(_dump_fr_trace_json(True, True)).get("entries", [])
+    except (RuntimeError, ValueError):  # a recorder this torch does not have, or a torn dump
+        return []
+    return [
+        {
+            "seq": int(e.get("collective_seq_id", 0)),
+            "op": str(e.get("profiling_name", "")).split(":")[-1],
+            "group": (e.get("process_group") or ["", ""])[0],
+            "sizes": e.get("input_sizes", []),
+            "done": bool(e.get("retired")) or e.get("state") == "completed",
+            "created_ns": int(e.get("time_created_ns", 0)),
+        }
+        for e in entries[-keep:]
+        if not e.get("is_p2p")
+    ]
+
+
+def main_stack() -> list[tuple[str, int, str]]:
+    """Where the main thread is: its frames, outermost first, as (file, line, function)."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    if frame is None:
+        return []
+    return [(f.filename, f.lineno or 0, f.name) for f in traceback.extract_stack(frame)]
+
+
+class Watcher:
+    """The rank's steps, rows, collectives and stack, written every INTERVAL_S seconds."""
+
+    def __init__(self, folder: str, rank: int) -> None:
+        self.path = os.path.join(folder, STATE.format(rank=rank))
+        self.rank = rank
+        self.steps = 0
+        self.rows = 0
+        self.last_step = 0.0
+        self._meter = Meter(read=0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="dpwise-watch", daemon=True)
+        self._handles: list[Any] = []
+
+    def start(self) -> Watcher:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self._meter.install()
+        self._handles.append(register_optimizer_step_post_hook(self._stepped))
+        self.write()
+        self._thread.start()
+        return self
+
+    def stop(self, ended: str = "returned", error: BaseException | None = None) -> None:
+        """The last state, saying how the script ended; where it raised ``error``, the stack
+        is the error's (the line that raised, not this one)."""
+        self._stop.set()
+        self._thread.join(timeout=2 * INTERVAL_S)
+        for handle in self._handles:
+            handle.remove()
+        self._meter.remove()
+        stack = None
+        if error is not None and error.__traceback__ is not None:
+            stack = [(f.filename, f.lineno or 0, f.name)
+                     for f in traceback.extract_tb(error.__traceback__)]  # fmt: skip
+        self.write(ended=ended, stack=stack)
+
+    def _stepped(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self._meter.step()
+        record = self._meter.record
+        self.steps += 1
+        self.rows += sum(record.rows)
+        self.last_step = time.time()
+        for kept in (record.ends, record.rows, record.digests, record.rowsets):
+            kept.clear()  # the totals are here: a long job keeps no list per step
+
+    def _loop(self) -> None:
+        while not self._stop.wait(INTERVAL_S):
+            self.write()
+
+    def write(self, ended: str | None = None, stack: list[tuple[str, int, str]] | None = None
+              ) -> None:  # fmt: skip
+        state = {
+            "rank": self.rank,
+            "pid": os.getpid(),
+            "time": time.time(),
+            "steps": self.steps,
+            "rows": self.rows,
+            "last_step": self.last_step,
+            "collectives": collectives(),
+            "stack": main_stack() if stack is None else stack,
+            "ended": ended,
+        }
+        partial = f"{self.path}.{threading.get_ident()}.tmp"
+        with open(partial, "w", encoding="utf-8") as f:
+            json.dump(state, f)
+        os.replace(partial, self.path)
+
+
+def worker(argv: list[str]) -> None:
+    """What each process of a watched job runs (the launcher's entry point)."""
+    from dpwise.launch.elastic import run_guarded
+
+    run_guarded(_watched, argv)
+
+
+def _watched(argv: list[str]) -> None:
+    """The script as its launcher would run it (its folder first on the path, its arguments,
+    the user's folder), with the watcher beside it; the script's end is its own."""
+    import runpy
+
+    script = argv[0]
+    os.chdir(os.environ.get(CWD) or os.getcwd())
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    sys.argv = list(argv)
+    watcher = Watcher(os.environ[FOLDER], int(os.environ.get("RANK", "0"))).start()
+    ended, error = "returned", None
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        ended = f"exited with code {exc.code if isinstance(exc.code, int) else 1}"
+        raise
+    except BaseException as exc:
+        ended, error = f"raised {type(exc).__name__}: {exc}", exc
+        raise
+    finally:
+        watcher.stop(ended, error)

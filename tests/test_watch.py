@@ -1,0 +1,152 @@
+"""`dpwise watch -- CMD` and `dpwise diagnose DIR`: a user's job run unedited, and its hang
+named by rank, line and cause (tests/hangs: one job per cause users report), from the ranks'
+Flight Recorder entries and stacks; the matcher alone on states made here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dpwise.watch.match import diagnose
+from dpwise.watch.state import RankState
+
+HANGS = Path(__file__).parent / "hangs"
+
+
+def state(rank, colls, line=("train.py", 10, "<module>"), ended=None, steps=3):
+    return RankState.from_json({
+        "rank": rank, "pid": 100 + rank, "time": 0.0, "steps": steps, "rows": 0,
+        "collectives": [{"seq": s, "op": op, "sizes": [[4]], "done": done}
+                        for s, op, done in colls],
+        "stack": [("/home/u/job/" + line[0], line[1], line[2])], "ended": ended,
+    })  # fmt: skip
+
+
+DONE = [(1, "all_reduce", True), (2, "all_reduce", True)]
+
+
+@pytest.mark.parametrize(
+    ("states", "ended", "cause", "culprits"),
+    [
+        ([state(0, [*DONE, (3, "barrier", False)]), state(1, DONE, ended="returned")], {},
+         "exited", (1,)),
+        ([state(0, [*DONE, (3, "broadcast", False)]), state(1, [*DONE, (3, "all_reduce", False)])],
+         {}, "different-collectives", (0, 1)),
+        ([state(r, [*DONE, (3, "broadcast" if r == 2 else "all_reduce", False)]) for r in range(3)],
+         {}, "different-collectives", (2,)),
+        ([state(0, [*DONE, (3, "all_reduce", False)]), state(1, DONE, line=("eval.py", 4, "f"))],
+         {}, "behind", (1,)),
+        ([state(r, [*DONE, (3, "all_reduce", False)]) for r in range(2)], {}, "stalled", ()),
+        ([state(r, DONE) for r in range(2)], {}, "no-collective", (0, 1)),
+        ([state(0, [*DONE, (3, "all_reduce", False)]), state(1, DONE)],
+         {1: "was killed by signal 9"}, "exited", (1,)),
+    ],
+    ids=["returned", "two-paths", "one-odd-of-three", "behind", "stalled", "no-collective",
+         "killed"],
+)  # fmt: skip
+def test_the_matcher_names_the_cause_and_the_ranks_the_others_wait_for(
+    states, ended, cause, culprits
+):
+    found = diagnose(states, ended)
+    assert (found.cause, found.culprits) == (cause, culprits)
+    assert [p.rank for p in found.places] == sorted(s.rank for s in states)
+
+
+@pytest.fixture
+def jobs(tmp_path, monkeypatch):
+    home = tmp_path / "job"
+    shutil.copytree(HANGS, home)
+    monkeypatch.chdir(home)
+    return home
+
+
+def watched(run_here, home: Path, script: str, *flags: str):
+    out = home / "watch"
+    got = run_here("watch", "--hang-after", "2", "--status-every", "0", "--out", str(out), *flags,
+                   "--", "torchrun", "--nproc_per_node=2", script)  # fmt: skip
+    return got, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("script", "said"),
+    [
+        ("rank_guard.py", ["a rank ended while the others waited for it",
+                           "rank 1 ended", "its script returned",
+                           "rank 0 waits in barrier #7 at rank_guard.py line 9",
+                           "lint: collective-under-rank-guard at rank_guard.py line 9"]),
+        ("paths.py", ["they took different paths",
+                      "rank 0 waits in broadcast #7 at paths.py line 12",
+                      "rank 1 waits in all_reduce #7 at paths.py line 14"]),
+        ("sleeps.py", ["some ranks wait in a collective that the others have not reached",
+                       "rank 1 is in no collective at sleeps.py line 12 (its last collective: "
+                       "all_reduce #6)", "rank 0 waits in all_reduce #7 at common.py line 13"]),
+    ],
+)  # fmt: skip
+def test_a_hang_is_named_by_rank_line_and_cause_and_the_job_ended(jobs, run_here, script, said):
+    got, out = watched(run_here, jobs, script)
+    assert got.returncode == 1, got.stderr
+    for words in said:
+        assert words in got.stderr, got.stderr
+    assert "dpwise watch: ending the job (--on-hang stop)" in got.stderr
+    written = json.loads((out / "diagnosis.json").read_text())
+    assert written["hang_after_s"] == 2 and written["places"][0]["rank"] == 0
+    again = run_here("diagnose", str(out))  # the folder read again, after the fact
+    assert again.returncode == 0
+    assert all(words in again.stdout for words in said if not words.startswith("rank 1 ended"))
+
+
+@pytest.mark.slow
+def test_a_rank_that_raises_ends_the_job_with_its_code_and_both_lines(jobs, run_here):
+    got, out = watched(run_here, jobs, "raises.py")
+    assert got.returncode == 1
+    assert (
+        "rank 1 ended at raises.py line 9: its script raised ValueError: rank 1 found a bad batch"
+        in got.stderr
+    )
+    assert "rank 0 ended at common.py line 13: its script raised RuntimeError" in got.stderr
+    assert json.loads((out / "ended.json").read_text()) == {"1": "ended with exit code 1"}
+
+
+@pytest.mark.slow
+def test_a_job_that_ends_with_its_own_code_passes_it_through_without_a_diagnosis(jobs, run_here):
+    got, out = watched(run_here, jobs, "healthy.py")
+    assert got.returncode == 3, got.stderr
+    assert "dpwise:" not in got.stderr and not (out / "diagnosis.txt").exists()
+    assert sorted(p.name for p in out.glob("rank*.json")) == ["rank0.json", "rank1.json"]
+    assert json.loads((out / "rank0.json").read_text())["steps"] == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["watch"], "no command to watch: give it after --"),
+        (["watch", "--"], "no command to watch: give it after --"),
+        (["watch", "--", "torchrun", "missing.py"], "missing.py does not exist"),
+        (["watch", "--hang-after", "0", "--", "python", "x.py"], "give more than 0 seconds"),
+    ],
+)
+def test_bad_input_to_watch_is_one_line_exit_2_and_writes_nothing(jobs, run_here, args, said):
+    got = run_here(*args)
+    assert got.returncode == 2 and said in got.stderr
+    assert len(got.stderr.strip().splitlines()) == 1
+    assert not (jobs / "runs").exists()
+
+
+def test_diagnose_refuses_a_folder_it_cannot_read_in_one_line(tmp_path, run_here):
+    assert run_here("diagnose", str(tmp_path / "none")).returncode == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    got = run_here("diagnose", str(empty))
+    assert got.returncode == 2 and "holds no rank<R>.json" in got.stderr
+    (empty / "rank0.json").write_text('{"rank": 0, "pid": 1, "ti')  # truncated
+    got = run_here("diagnose", str(empty))
+    assert got.returncode == 2 and "rank0.json is not a rank's state" in got.stderr
+    (empty / "rank0.json").write_text('{"some": "other tool"}')  # foreign
+    got = run_here("diagnose", str(empty))
+    assert got.returncode == 2 and "(no 'rank')" in got.stderr
+    assert len(got.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in empty.iterdir()) == ["rank0.json"]  # nothing written

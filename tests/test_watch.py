@@ -16,9 +16,9 @@ from dpwise.watch.state import RankState
 HANGS = Path(__file__).parent / "hangs"
 
 
-def state(rank, colls, line=("train.py", 10, "<module>"), ended=None, steps=3):
+def state(rank, colls, line=("train.py", 10, "<module>"), ended=None, steps=3, time=0.0):
     return RankState.from_json({
-        "rank": rank, "pid": 100 + rank, "time": 0.0, "steps": steps, "rows": 0,
+        "rank": rank, "pid": 100 + rank, "time": time, "steps": steps, "rows": 0,
         "collectives": [{"seq": s, "op": op, "sizes": [[4]], "done": done}
                         for s, op, done in colls],
         "stack": [("/home/u/job/" + line[0], line[1], line[2])], "ended": ended,
@@ -43,9 +43,11 @@ DONE = [(1, "all_reduce", True), (2, "all_reduce", True)]
         ([state(r, DONE) for r in range(2)], {}, "no-collective", (0, 1)),
         ([state(0, [*DONE, (3, "all_reduce", False)]), state(1, DONE)],
          {1: "was killed by signal 9"}, "exited", (1,)),
+        ([state(0, DONE, ended="raised RuntimeError: closed by peer", time=2.0),
+          state(1, DONE, ended="raised ValueError", time=1.0)], {}, "exited", (1,)),
     ],
     ids=["returned", "two-paths", "one-odd-of-three", "behind", "stalled", "no-collective",
-         "killed"],
+         "killed", "first-to-end"],
 )  # fmt: skip
 def test_the_matcher_names_the_cause_and_the_ranks_the_others_wait_for(
     states, ended, cause, culprits
@@ -109,6 +111,20 @@ def test_a_rank_that_raises_ends_the_job_with_its_code_and_both_lines(jobs, run_
     )
     assert "rank 0 ended at common.py line 13: its script raised RuntimeError" in got.stderr
     assert json.loads((out / "ended.json").read_text()) == {"1": "ended with exit code 1"}
+
+
+@pytest.mark.slow
+def test_a_script_that_spawns_its_own_ranks_is_watched_in_each(jobs, run_here):
+    """mp.spawn's processes are the ranks (each with its watcher, its rank its process
+    group's); rank 1 returns, so rank 0's barrier fails when its peer closes: said, with the
+    rule."""
+    out = jobs / "watch"
+    got = run_here("watch", "--hang-after", "2", "--status-every", "0", "--out", str(out),
+                   "--", "python", "spawned_guard.py")  # fmt: skip
+    assert got.returncode == 1, got.stderr
+    assert "rank 1 ended: its script returned" in got.stderr
+    assert "rank 0 ended at spawned_guard.py line 17: its script raised RuntimeError" in got.stderr
+    assert "lint: collective-under-rank-guard at spawned_guard.py line 17" in got.stderr
 
 
 @pytest.mark.slow

@@ -76,13 +76,9 @@ def run(args: argparse.Namespace) -> int:
     words = _job(args.job)
     job = commands.parse(shlex.join(words))
     kind = launch_of(job).kind
-    if kind == "spawns":
-        raise DpwiseError(
-            f"{job.script.name} starts its own processes (mp.spawn): dpwise watch runs torchrun "
-            "jobs and one-process scripts for now; run it under torchrun to watch it"
-        )
     nproc = (job.nproc or 1) if job.launcher == "torchrun" or kind == "torchrun" else 1
-    cfg = Watch(job, nproc, args.out, args.hang_after, args.on_hang, args.status_every)
+    spawns = kind == "spawns" and job.launcher != "torchrun"
+    cfg = Watch(job, nproc, args.out, args.hang_after, args.on_hang, args.status_every, spawns)
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

@@ -11,12 +11,16 @@ A write is whole or absent (a temporary file renamed), so a reader never sees ha
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing
 import os
 import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,6 +29,7 @@ from dpwise.userscript.meter import Meter
 
 FOLDER = "DPWISE_WATCH_DIR"  # where each rank writes its state
 CWD = "DPWISE_WATCH_CWD"  # the folder the user started the job in
+SPAWNS = "DPWISE_WATCH_SPAWNS"  # set: the script starts its own processes (mp.spawn)
 INTERVAL_S = 0.5  # how often a rank writes its state
 KEEP = 32  # the newest collectives a state holds
 STATE = "rank{rank}.json"
@@ -72,6 +77,7 @@ class Watcher:
     """The rank's steps, rows, collectives and stack, written every INTERVAL_S seconds."""
 
     def __init__(self, folder: str, rank: int) -> None:
+        self.folder = folder
         self.path = os.path.join(folder, STATE.format(rank=rank))
         self.rank = rank
         self.steps = 0
@@ -92,18 +98,15 @@ class Watcher:
         return self
 
     def stop(self, ended: str = "returned", error: BaseException | None = None) -> None:
-        """The last state, saying how the script ended; where it raised ``error``, the stack
-        is the error's (the line that raised, not this one)."""
+        """The last state, saying how the script ended; its stack is ``error``'s where it
+        raised (the line that raised), else none (it is not anywhere in the script now)."""
         self._stop.set()
         self._thread.join(timeout=2 * INTERVAL_S)
         for handle in self._handles:
             handle.remove()
         self._meter.remove()
-        stack = None
-        if error is not None and error.__traceback__ is not None:
-            stack = [(f.filename, f.lineno or 0, f.name)
-                     for f in traceback.extract_tb(error.__traceback__)]  # fmt: skip
-        self.write(ended=ended, stack=stack)
+        frames = traceback.extract_tb(error.__traceback__) if error is not None else []
+        self.write(ended=ended, stack=[(f.filename, f.lineno or 0, f.name) for f in frames])
 
     def _stepped(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._meter.step()
@@ -114,12 +117,27 @@ class Watcher:
         for kept in (record.ends, record.rows, record.digests, record.rowsets):
             kept.clear()  # the totals are here: a long job keeps no list per step
 
+    def _follow_group(self) -> None:
+        """A spawned process's rank is its process group's once it has one (its spawn index
+        until then): its state moves to that rank's file."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return
+        rank = dist.get_rank()
+        if rank != self.rank:
+            old, self.rank = self.path, rank
+            self.path = os.path.join(self.folder, STATE.format(rank=rank))
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(old)
+
     def _loop(self) -> None:
         while not self._stop.wait(INTERVAL_S):
             self.write()
 
     def write(self, ended: str | None = None, stack: list[tuple[str, int, str]] | None = None
               ) -> None:  # fmt: skip
+        self._follow_group()
         state = {
             "rank": self.rank,
             "pid": os.getpid(),
@@ -144,6 +162,55 @@ def worker(argv: list[str]) -> None:
     run_guarded(_watched, argv)
 
 
+@dataclass(frozen=True)
+class _Child:
+    """What a process the script spawned runs: its function, under a watcher of its own."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+def _spawned(index: int, child: _Child) -> None:
+    """A process the script spawned: its watcher (its spawn index as its rank until its process
+    group says), then the script's function."""
+    watcher = Watcher(os.environ[FOLDER], index).start()
+    ended, error = "returned", None
+    try:
+        child.fn(index, *child.args)
+    except SystemExit as exc:
+        ended = f"exited with code {exc.code if isinstance(exc.code, int) else 1}"
+        raise
+    except BaseException as exc:
+        ended, error = f"raised {type(exc).__name__}: {exc}", exc
+        raise
+    finally:
+        watcher.stop(ended, error)
+
+
+def _spawning() -> None:
+    """The script's `torch.multiprocessing.spawn` and `start_processes` start processes that
+    run under a watcher each (forked where the platform can and CUDA is not yet initialized:
+    the script's functions, defined in a script run as `__main__`, need not pickle)."""
+    module = sys.modules["torch.multiprocessing.spawn"]
+    start = module.start_processes
+
+    def start_processes(
+        fn: Callable[..., Any],
+        args: tuple[Any, ...] = (),
+        nprocs: int = 1,
+        join: bool = True,
+        daemon: bool = False,
+        start_method: str = "spawn",
+    ) -> Any:
+        fork = "fork" in multiprocessing.get_all_start_methods() and not (
+            torch.cuda.is_available() and torch.cuda.is_initialized())  # fmt: skip
+        method = "fork" if fork else start_method
+        return start(_spawned, (_Child(fn, tuple(args)),), nprocs, join, daemon, method)
+
+    module.start_processes = start_processes  # type: ignore[attr-defined]  # on purpose
+    torch.multiprocessing.start_processes = start_processes
+
+
 def _watched(argv: list[str]) -> None:
     """The script as its launcher would run it (its folder first on the path, its arguments,
     the user's folder), with the watcher beside it; the script's end is its own."""
@@ -153,6 +220,14 @@ def _watched(argv: list[str]) -> None:
     os.chdir(os.environ.get(CWD) or os.getcwd())
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     sys.argv = list(argv)
+    if os.environ.get(SPAWNS):  # the script's own processes are the ranks: only they are watched
+        from dpwise.userscript.harness import LAUNCHER_VARS
+
+        for name in LAUNCHER_VARS:  # it sets its own: the launcher's are not its
+            os.environ.pop(name, None)
+        _spawning()
+        runpy.run_path(script, run_name="__main__")
+        return
     watcher = Watcher(os.environ[FOLDER], int(os.environ.get("RANK", "0"))).start()
     ended, error = "returned", None
     try:

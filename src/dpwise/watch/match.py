@@ -4,7 +4,8 @@ the group calls it, so the ranks that wait in one and the ranks that are elsewhe
 wait in another at the same number, tell which rank is behind and where.
 
 Causes, in the order they are looked for:
-- `exited`: a rank ended (returned, raised, exited, was killed) while others wait;
+- `exited`: a rank ended (returned, raised, exited, was killed) while others wait, or before
+  the others ended too: the first to end is the one they waited for;
 - `different-collectives`: every live rank waits, but not in the same collective (the ranks took
   different paths: a collective under a rank guard, one more batch on one rank);
 - `behind`: some ranks wait in a collective while others are not in any: those are at their own
@@ -62,9 +63,9 @@ def diagnose(states: list[RankState], ended: dict[int, str] | None = None) -> Di
     gone = tuple(p.rank for p in places if p.ended)
     live = [p for p in places if not p.ended]
     waiting = [p for p in live if p.waiting is not None]
-    first = tuple(r for r in ended if r in gone)
-    if first or (gone and len(gone) < len(places)):
-        return Diagnosis("exited", first or gone, places)
+    if gone:  # the first rank to end: its last state is the oldest of the ended ones
+        first = min((s for s in ordered if s.rank in gone), key=lambda s: s.time)
+        return Diagnosis("exited", (first.rank,), places)
     if not waiting:
         return Diagnosis("no-collective", tuple(p.rank for p in live), places)
     if len(waiting) < len(live):

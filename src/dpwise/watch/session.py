@@ -43,6 +43,7 @@ class Watch:
     hang_after: float
     on_hang: str  # "stop" | "keep"
     status_every: float  # seconds between status lines (0: none)
+    spawns: bool = False  # the script starts its own processes: they are the ranks
 
 
 class Monitor:
@@ -140,6 +141,8 @@ def run(cfg: Watch, say: Callable[[str], None]) -> int:
         watcher.FOLDER: str(cfg.out.resolve()),
         watcher.CWD: str(cfg.command.cwd or Path.cwd()),
         "TORCH_FR_BUFFER_SIZE": os.environ.get("TORCH_FR_BUFFER_SIZE", RECORDED),
+        **cfg.command.env,  # `A=1 torchrun …`: the variables the user set before the command
+        **({watcher.SPAWNS: "1"} if cfg.spawns else {}),
     }
     settings = LaunchSettings(nproc_per_node=cfg.nproc)
     with Monitor(cfg, say) as monitor:

@@ -102,6 +102,33 @@ def test_a_hang_is_named_by_rank_line_and_cause_and_the_job_ended(jobs, run_here
 
 
 @pytest.mark.slow
+def test_unequal_batches_are_said_at_the_first_pass_and_the_hang_named(jobs, run_here):
+    """Rank 0 reads 5 batches, rank 1 4 (no DistributedSampler): said when both have started
+    their pass, before the hang; then rank 0 waits in DDP's all-reduce while rank 1 waits in
+    the barrier after its loop."""
+    got, out = watched(run_here, jobs, "unequal.py")
+    assert got.returncode == 1, got.stderr
+    early = "the ranks' loader at unequal.py line 16 has different batch counts per pass " \
+            "(rank 0 5, rank 1 4): rank(s) 0 will wait at batch 5 of each pass"  # fmt: skip
+    assert early in got.stderr
+    assert got.stderr.index(early) < got.stderr.index("dpwise: hang:")
+    assert "rank 0 waits in all_reduce #10 at unequal.py line 17" in got.stderr
+    assert "rank 1 waits in barrier #10 at unequal.py line 20" in got.stderr
+    before = json.loads((out / "before.json").read_text())
+    assert before["unequal"]["batches"] == {"0": 5, "1": 4}
+
+
+@pytest.mark.slow
+def test_a_straggler_is_named_with_its_lag(jobs, run_here):
+    got, out = watched(run_here, jobs, "straggler.py")
+    assert got.returncode == 0, got.stderr
+    said = "dpwise watch: rank 1 is a straggler: it reaches the collectives 0."
+    assert said in got.stderr and "dpwise: hang" not in got.stderr
+    lag = json.loads((out / "before.json").read_text())["straggler"]["lag_s"]
+    assert 0.12 <= lag <= 0.6  # it sleeps 0.15 s a step; a busy machine adds to it
+
+
+@pytest.mark.slow
 def test_a_rank_that_raises_ends_the_job_with_its_code_and_both_lines(jobs, run_here):
     got, out = watched(run_here, jobs, "raises.py")
     assert got.returncode == 1

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import traceback
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -83,6 +84,7 @@ class Watcher:
         self.steps = 0
         self.rows = 0
         self.last_step = 0.0
+        self.loaders: list[dict[str, Any]] = []  # each loader's batches, at its first pass
         self._meter = Meter(read=0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dpwise-watch", daemon=True)
@@ -93,6 +95,7 @@ class Watcher:
 
         self._meter.install()
         self._handles.append(register_optimizer_step_post_hook(self._stepped))
+        _count_loaders(self.loaders)
         self.write()
         self._thread.start()
         return self
@@ -147,12 +150,41 @@ class Watcher:
             "last_step": self.last_step,
             "collectives": collectives(),
             "stack": main_stack() if stack is None else stack,
+            "loaders": list(self.loaders),
             "ended": ended,
         }
         partial = f"{self.path}.{threading.get_ident()}.tmp"
         with open(partial, "w", encoding="utf-8") as f:
             json.dump(state, f)
         os.replace(partial, self.path)
+
+
+def _count_loaders(into: list[dict[str, Any]]) -> None:
+    """At the first pass over each DataLoader (its first `iter`), its number of batches and
+    the line that iterates it, into ``into``: the ranks' counts are compared by the watch, not
+    by a collective of the job's. A loader without a length (an iterable dataset) is skipped."""
+    from torch.utils.data import DataLoader
+
+    original = DataLoader.__iter__
+    if getattr(original, "_dpwise_counted", False):
+        return
+    seen: weakref.WeakSet[DataLoader[Any]] = weakref.WeakSet()
+
+    def __iter__(self: DataLoader[Any]) -> Any:
+        if self not in seen:
+            seen.add(self)
+            try:
+                batches = len(self)
+            except TypeError:
+                batches = None
+            if batches is not None:
+                caller = traceback.extract_stack(limit=2)[0]
+                into.append({"batches": batches, "file": caller.filename,
+                             "line": caller.lineno or 0})  # fmt: skip
+        return original(self)
+
+    __iter__._dpwise_counted = True  # type: ignore[attr-defined]  # our mark: installed
+    DataLoader.__iter__ = __iter__  # type: ignore[method-assign]  # counted, on purpose
 
 
 def worker(argv: list[str]) -> None:

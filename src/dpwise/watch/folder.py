@@ -1,6 +1,7 @@
 """The folder a watch leaves and `dpwise diagnose` reads: each rank's last state as its watcher
 wrote it (`rank<R>.json`: its collectives, stack, steps), the ranks the launcher saw end
-(`ended.json`), and the diagnosis (`diagnosis.json`, `diagnosis.txt`)."""
+(`ended.json`), what was said before a hang (`before.json`), and the diagnosis
+(`diagnosis.json`, `diagnosis.txt`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dpwise.watch.state import RankState
 
 STATE = re.compile(r"rank(\d+)\.json$")
 ENDED = "ended.json"
+BEFORE = "before.json"  # what was said before a hang: unequal batch counts, a straggler
 DIAGNOSIS = "diagnosis"
 
 
@@ -70,6 +72,10 @@ def write_ended(folder: Path, ended: dict[int, str]) -> None:
     (folder / ENDED).write_text(json.dumps({str(r): how for r, how in ended.items()}) + "\n")
 
 
+def write_before(folder: Path, said: dict[str, Any]) -> None:
+    (folder / BEFORE).write_text(json.dumps(said, indent=2) + "\n", encoding="utf-8")
+
+
 def write_diagnosis(folder: Path, doc: dict[str, Any], text: str) -> None:
     (folder / f"{DIAGNOSIS}.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     (folder / f"{DIAGNOSIS}.txt").write_text(text + "\n", encoding="utf-8")
@@ -81,5 +87,5 @@ def clear(folder: Path) -> None:
     for path in folder.glob("rank*.json"):
         if STATE.search(path.name):
             path.unlink()
-    for name in (ENDED, f"{DIAGNOSIS}.json", f"{DIAGNOSIS}.txt"):
+    for name in (ENDED, BEFORE, f"{DIAGNOSIS}.json", f"{DIAGNOSIS}.txt"):
         (folder / name).unlink(missing_ok=True)

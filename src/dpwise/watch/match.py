@@ -98,3 +98,74 @@ def stuck(history: dict[int, list[tuple[float, tuple[int, int, int]]]], now: flo
         if now - since < after:
             return False
     return True
+
+
+@dataclass(frozen=True)
+class Unequal:
+    """The ranks' first passes over the same loader (the i-th each iterated) have different
+    batch counts: the ranks with more will wait at batch ``fewest + 1`` in a collective the
+    others never make."""
+
+    loader: int  # which loader: the i-th each rank iterated
+    batches: dict[int, int]  # rank: batches per pass
+    where: Frame
+
+    @property
+    def fewest(self) -> int:
+        return min(self.batches.values())
+
+    @property
+    def waiting(self) -> tuple[int, ...]:
+        """The ranks that will wait: those with more batches than the fewest."""
+        return tuple(r for r, n in sorted(self.batches.items()) if n > self.fewest)
+
+
+def unequal_batches(states: list[RankState], world: int) -> Unequal | None:
+    """The first loader whose batch counts differ between the ranks, once every rank of
+    ``world`` has iterated it."""
+    if len(states) < world or world < 2:
+        return None
+    for i in range(min(len(s.loaders) for s in states)):
+        counts = {s.rank: s.loaders[i].batches for s in states}
+        if len(set(counts.values())) > 1:
+            return Unequal(i, counts, states[0].loaders[i].where)
+    return None
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """A rank that reaches the collectives later than the others, consistently."""
+
+    rank: int
+    lag_s: float  # the median of its lags behind the first rank to arrive
+    of: int  # over how many collectives
+
+
+STRAGGLER_SHARE = 0.8  # the share of the late collectives it must be the last to
+STRAGGLER_MIN_S = 0.05  # a collective whose arrivals spread less is on time
+STRAGGLER_SEEN = 4  # late collectives, at least
+
+
+def straggler(states: list[RankState]) -> Straggler | None:
+    """The rank that arrives last at ≥ STRAGGLER_SHARE of the late collectives (those whose
+    arrivals spread over STRAGGLER_MIN_S or more) among the newest that every rank made,
+    matched by group and sequence number: the others wait for it each time. (A step with
+    several collectives is late at its first only: the others wait there.)"""
+    if len(states) < 2:
+        return None
+    arrivals: dict[tuple[str, int], dict[int, int]] = {}
+    for s in states:
+        for c in s.collectives:
+            if c.created_ns:
+                arrivals.setdefault((c.group, c.seq), {})[s.rank] = c.created_ns
+    late = [
+        a for a in arrivals.values()
+        if len(a) == len(states) and max(a.values()) - min(a.values()) >= STRAGGLER_MIN_S * 1e9
+    ]  # fmt: skip
+    if len(late) < STRAGGLER_SEEN:
+        return None
+    rank, times = Counter(max(a, key=lambda r: a[r]) for a in late).most_common(1)[0]
+    if times < STRAGGLER_SHARE * len(late):
+        return None
+    lags = sorted((a[rank] - min(a.values())) / 1e9 for a in late)
+    return Straggler(rank, lags[len(lags) // 2], len(late))

@@ -15,8 +15,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from dpwise.launch.elastic import launch
 from dpwise.launch.failures import WorkerFailed
@@ -24,7 +25,7 @@ from dpwise.launch.settings import LaunchSettings
 from dpwise.userscript import watcher
 from dpwise.userscript.command import ScriptCommand
 from dpwise.watch import folder, text
-from dpwise.watch.match import Diagnosis, diagnose, stuck
+from dpwise.watch.match import Diagnosis, diagnose, straggler, stuck, unequal_batches
 from dpwise.watch.state import RankState
 
 POLL_S = 0.5  # how often the monitor reads the ranks' states
@@ -54,6 +55,7 @@ class Monitor:
         self.history: dict[int, list[tuple[float, tuple[int, int, int]]]] = {}
         self.rows: dict[int, tuple[float, int]] = {}
         self.found: Diagnosis | None = None
+        self.early: dict[str, Any] = {}  # what was said before a hang (folder.BEFORE)
         self.stopped = False
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dpwise-monitor", daemon=True)
@@ -75,6 +77,7 @@ class Monitor:
             for s in states:
                 self.history.setdefault(s.rank, []).append((now, s.progress))
                 del self.history[s.rank][:-400]
+            self._before(states)
             if self.cfg.status_every and now - self._said >= self.cfg.status_every:
                 self._said = now
                 for s in states:
@@ -85,6 +88,23 @@ class Monitor:
                 self._hung(states)
             elif self.found is not None and not stuck(self.history, now, self.cfg.hang_after):
                 self.found = None  # it moved on (--on-hang keep): a later hang is said again
+
+    def _before(self, states: list[RankState]) -> None:
+        """What shows before a hang, said once each: unequal batch counts at the ranks' first
+        pass over a loader, and a straggler."""
+        if "unequal" not in self.early:
+            found = unequal_batches(states, max(self.cfg.nproc, len(states)))
+            if found is not None:
+                self._early("unequal", text.unequal(found), asdict(found))
+        if "straggler" not in self.early:
+            slow = straggler(states)
+            if slow is not None:
+                self._early("straggler", text.straggler(slow), asdict(slow))
+
+    def _early(self, what: str, said: str, doc: dict[str, Any]) -> None:
+        self.early[what] = doc
+        folder.write_before(self.cfg.out, self.early)
+        self.say(said)
 
     def _rate(self, s: RankState) -> float | None:
         before = self.rows.get(s.rank)

@@ -31,11 +31,14 @@ class Collective:
     op: str
     sizes: tuple[tuple[int, ...], ...]
     done: bool
+    created_ns: int = 0  # when the rank called it (the machine's clock)
+    group: str = ""
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Collective:
         sizes = tuple(tuple(int(n) for n in s) for s in d.get("sizes") or [])
-        return cls(int(d["seq"]), str(d["op"]), sizes, bool(d["done"]))
+        return cls(int(d["seq"]), str(d["op"]), sizes, bool(d["done"]),
+                   int(d.get("created_ns", 0)), str(d.get("group", "")))  # fmt: skip
 
     @property
     def name(self) -> str:
@@ -59,6 +62,14 @@ class Frame:
 
 
 @dataclass(frozen=True)
+class Loader:
+    """A DataLoader a rank iterated: its batches per pass, and the line that iterates it."""
+
+    batches: int
+    where: Frame
+
+
+@dataclass(frozen=True)
 class RankState:
     """What one rank's watcher last wrote."""
 
@@ -70,6 +81,7 @@ class RankState:
     collectives: tuple[Collective, ...]
     stack: tuple[Frame, ...]
     ended: str | None
+    loaders: tuple[Loader, ...] = ()
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RankState:
@@ -82,6 +94,10 @@ class RankState:
             collectives=tuple(Collective.from_json(c) for c in d.get("collectives") or []),
             stack=tuple(Frame(str(f), int(n), str(fn)) for f, n, fn in d.get("stack") or []),
             ended=d.get("ended"),
+            loaders=tuple(
+                Loader(int(x["batches"]), Frame(str(x["file"]), int(x["line"]), ""))
+                for x in d.get("loaders") or []
+            ),
         )
 
     @property

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from dpwise.watch.match import Diagnosis, Place
+from dpwise.watch.match import Diagnosis, Place, Straggler, Unequal
 from dpwise.watch.state import RankState
 
 
@@ -68,3 +68,23 @@ def diagnosis(d: Diagnosis, after: float | None) -> str:
 
 def to_json(d: Diagnosis, after: float | None) -> dict[str, Any]:
     return {"hang_after_s": after, **asdict(d)}
+
+
+def unequal(u: Unequal) -> str:
+    """Unequal batch counts, said at the ranks' first pass over the loader."""
+    counts = ", ".join(f"rank {r} {n}" for r, n in sorted(u.batches.items()))
+    waiting = ", ".join(str(r) for r in u.waiting)
+    return (
+        f"dpwise watch: the ranks' loader at {u.where.where} has different batch counts per "
+        f"pass ({counts}): rank(s) {waiting} will wait at batch {u.fewest + 1} of each pass, in "
+        f"a collective the others never make (give every rank the same number of batches: a "
+        f"DistributedSampler, or drop_last=True)"
+    )
+
+
+def straggler(s: Straggler) -> str:
+    return (
+        f"dpwise watch: rank {s.rank} is a straggler: it reaches the collectives {s.lag_s:.2f} s "
+        f"after the first rank (the median of {s.of} late collectives), and the others wait "
+        f"for it"
+    )

@@ -193,3 +193,43 @@ def test_diagnose_refuses_a_folder_it_cannot_read_in_one_line(tmp_path, run_here
     assert got.returncode == 2 and "(no 'rank')" in got.stderr
     assert len(got.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in empty.iterdir()) == ["rank0.json"]  # nothing written
+
+
+@pytest.mark.slow
+def test_diagnose_reads_a_jobs_own_flight_recorder_dumps_and_error_files(jobs, run_here):
+    """A job run without dpwise, under torchrun, dumps each rank's Flight Recorder (pickled, as
+    NCCL's dump on timeout); diagnose names the rank and line from the dumps alone, and reads
+    torchelastic's error file beside them."""
+    from conftest import run_module
+
+    dumps = jobs / "dumps"
+    dumps.mkdir()
+    ran = run_module("torch.distributed.run", "--nproc_per_node=2", "dumps_itself.py",
+                     str(dumps), env={"TORCH_FR_BUFFER_SIZE": "100"}, timeout=60)  # fmt: skip
+    assert sorted(p.name for p in dumps.iterdir()) == ["trace_rank_0", "trace_rank_1"], ran.stderr
+    got = run_here("diagnose", str(dumps))
+    assert got.returncode == 0, got.stderr
+    assert "some ranks wait in a collective that the others have not reached" in got.stdout
+    assert "rank 1 is in no collective (its last collective: all_reduce #1)" in got.stdout
+    assert "rank 0 waits in barrier #2 at dumps_itself.py line 29" in got.stdout
+    assert "lint: collective-under-rank-guard at dumps_itself.py line 29" in got.stdout
+    error = {"message": {"message": "ValueError: bad batch", "extraInfo": {"py_callstack": ""}}}
+    (dumps / "1").mkdir()
+    (dumps / "1" / "error.json").write_text(json.dumps(error))  # torchelastic's, per rank
+    got = run_here("diagnose", str(dumps))
+    assert "rank 1 ended: its script raised ValueError: bad batch" in got.stdout, got.stdout
+
+
+def test_a_hostile_or_foreign_file_is_never_run_nor_taken_for_a_dump(tmp_path, run_here):
+    import os
+    import pickle
+
+    class Hostile:
+        def __reduce__(self):
+            return (os.system, ("touch " + str(tmp_path / "ran"),))
+
+    (tmp_path / "trace_rank_0").write_bytes(pickle.dumps(Hostile()))
+    (tmp_path / "trace_rank_1").write_bytes(b"\x80\x04not a pickle")
+    got = run_here("diagnose", str(tmp_path))
+    assert got.returncode == 2 and "no Flight Recorder dump" in got.stderr
+    assert not (tmp_path / "ran").exists()

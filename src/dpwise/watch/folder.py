@@ -38,8 +38,14 @@ def read(folder: Path) -> tuple[list[RankState], dict[int, str]]:
         raise DpwiseError(f"{folder} is not a folder: give the --out folder of a dpwise watch")
     paths = [p for p in sorted(folder.glob("rank*.json")) if STATE.search(p.name)]
     if not paths:
+        from dpwise.watch import dumps
+
+        found, ended = dumps.read(folder)
+        if found:
+            return found, ended
         raise DpwiseError(
-            f"{folder} holds no rank<R>.json: give the --out folder of a dpwise watch"
+            f"{folder} holds no rank<R>.json and no Flight Recorder dump: give the --out folder "
+            "of a dpwise watch, or the folder of the dumps (TORCH_NCCL_DEBUG_INFO_TEMP_FILE)"
         )
     found = []
     for path in paths:

@@ -83,6 +83,13 @@ def watched(run_here, home: Path, script: str, *flags: str):
         ("paths.py", ["they took different paths",
                       "rank 0 waits in broadcast #7 at paths.py line 12",
                       "rank 1 waits in all_reduce #7 at paths.py line 14"]),
+        ("eval_gather.py", ["they took different paths",
+                            "rank 0 waits in all_gather #7 at eval_gather.py line 12",
+                            "rank 1 waits in all_reduce #7 at common.py line 13",
+                            "lint: collective-under-rank-guard at eval_gather.py line 12"]),
+        ("early_return.py", ["they took different paths",
+                             "rank 0 waits in barrier #7 at early_return.py line 13",
+                             "rank 1 waits in all_reduce #7 at common.py line 13"]),
         ("sleeps.py", ["some ranks wait in a collective that the others have not reached",
                        "rank 1 is in no collective at sleeps.py line 12 (its last collective: "
                        "all_reduce #6)", "rank 0 waits in all_reduce #7 at common.py line 13"]),
@@ -138,6 +145,14 @@ def test_a_rank_that_raises_ends_the_job_with_its_code_and_both_lines(jobs, run_
     )
     assert "rank 0 ended at common.py line 13: its script raised RuntimeError" in got.stderr
     assert json.loads((out / "ended.json").read_text()) == {"1": "ended with exit code 1"}
+
+
+@pytest.mark.slow
+def test_a_rank_out_of_memory_under_its_limit_is_named(jobs, run_here):
+    got, _ = watched(run_here, jobs, "oom.py")
+    assert got.returncode == 1
+    said = "rank 1 ended at oom.py line 15 out of memory: its script raised RuntimeError"
+    assert said in got.stderr and "can't allocate memory" in got.stderr
 
 
 @pytest.mark.slow
@@ -211,8 +226,8 @@ def test_diagnose_reads_a_jobs_own_flight_recorder_dumps_and_error_files(jobs, r
     assert got.returncode == 0, got.stderr
     assert "some ranks wait in a collective that the others have not reached" in got.stdout
     assert "rank 1 is in no collective (its last collective: all_reduce #1)" in got.stdout
-    assert "rank 0 waits in barrier #2 at dumps_itself.py line 29" in got.stdout
-    assert "lint: collective-under-rank-guard at dumps_itself.py line 29" in got.stdout
+    assert "rank 0 waits in barrier #2 at dumps_itself.py line 30" in got.stdout
+    assert "lint: collective-under-rank-guard at dumps_itself.py line 30" in got.stdout
     error = {"message": {"message": "ValueError: bad batch", "extraInfo": {"py_callstack": ""}}}
     (dumps / "1").mkdir()
     (dumps / "1" / "error.json").write_text(json.dumps(error))  # torchelastic's, per rank

@@ -21,6 +21,7 @@ def dump_and_end():
     time.sleep(0.5)  # rank 0 waits in its barrier by then
     with open(os.path.join(sys.argv[1], f"trace_rank_{rank}"), "wb") as f:
         f.write(_dump_fr_trace(True, True, False))
+    time.sleep(1.0 * rank)  # rank 1 ends after rank 0 dumped (its end breaks rank 0's wait)
     os._exit(0)
 
 

@@ -25,13 +25,24 @@ def _short(said: str, most: int = 160) -> str:
     return line if len(line) <= most else line[: most - 1] + "…"
 
 
+OUT_OF_MEMORY = ("can't allocate memory", "out of memory", "MemoryError", "signal 9")
+
+
+def _memory(ended: str) -> str:
+    """' out of memory' where the end says so (the allocator's or CUDA's error; a SIGKILL is
+    what the kernel's OOM killer sends, and says "likely")."""
+    if "signal 9" in ended:
+        return " (killed by signal 9: out of memory, likely)"
+    return " out of memory" if any(m in ended for m in OUT_OF_MEMORY) else ""
+
+
 def _at(p: Place) -> str:
     return f" at {p.line.where}" if p.line is not None else ""
 
 
 def _doing(p: Place) -> str:
     if p.ended:
-        return f"rank {p.rank} ended{_at(p)}: its script {_short(p.ended)}"
+        return f"rank {p.rank} ended{_at(p)}{_memory(p.ended)}: its script {_short(p.ended)}"
     if p.waiting is not None:
         return f"rank {p.rank} waits in {p.waiting.name}{_at(p)}"
     last = (

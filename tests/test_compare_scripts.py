@@ -163,9 +163,10 @@ def test_rows_drawn_per_rank_are_named_and_the_world_sizes_are_scaled(
     checks = {c["name"]: c for c in doc["checks"]}
     assert checks["convergence"]["status"] == "skip"
     assert "not the same computation" in checks["convergence"]["summary"]
-    scaling = checks["scalability"]
+    scaling = checks["scalability"]  # judged over the sizes, or the machine named as too busy
     assert scaling["status"] in ("pass", "warn", "fail"), scaling["summary"]
-    assert "efficiency at 2:" in scaling["summary"], scaling["summary"]
+    said = scaling["summary"]
+    assert "efficiency at 2:" in said or said.startswith("contention, not scaling: "), said
 
 
 def test_the_guides_ddp_script_as_published_names_its_error_and_line(

@@ -88,11 +88,11 @@ def test_fsdp_ends_with_singles_parameters_on_the_default_workload(tmp_path, fre
 def test_fsdp_with_accumulation_equals_single_with_a_larger_batch_on_the_transformer(
     tmp_path, fsdp_run
 ):
-    # a quarter of its data: 4 steps of 2 micro-steps each
-    model = ["--model", "transformer", "--epochs", "1", "--data-arg", "samples=512"]
+    # an eighth of its data: 2 steps of 2 micro-steps each
+    model = ["--model", "transformer", "--epochs", "1", "--data-arg", "samples=256"]
     single, _ = train_here(
         tmp_path / "single", model="transformer", epochs=1, batch_size=128, momentum=0.9,
-        data_args={"samples": 512},
+        data_args={"samples": 256},
     )  # fmt: skip
     fsdp_run(*FSDP2, *model, "--batch-size", "64", "--accum-steps", "2", "--momentum", "0.9",
            "--out", str(tmp_path / "fsdp"))  # fmt: skip

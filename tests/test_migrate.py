@@ -15,6 +15,7 @@ import pytest
 from conftest import child_env, free_port, load_state, max_abs_diff, run_cli
 from dpwise.lint import lint_paths
 from dpwise.migrate import MigrationRefused, migrate_source
+from helpers_alone import run_alone
 
 HERE = Path(__file__).parent / "fixtures_migrate"
 GUIDE = Path(__file__).parent / "lint_cases" / "guide"  # the guide's scripts, as it prints them
@@ -150,8 +151,7 @@ def test_cli_out_writes_the_migrated_script(tmp_path):
 def test_migrated_script_trains_the_same_model_alone_and_under_torchrun(tmp_path):
     out, _ = migrated(tmp_path, "train_inline.py")
     alone, two = tmp_path / "alone.pt", tmp_path / "two.pt"
-    run = [sys.executable, str(out), str(alone)]
-    subprocess.run(run, check=True, env=child_env(), timeout=300, cwd=tmp_path)
+    assert run_alone(out, str(alone)) == 0  # `python out alone.pt`, forked: helpers_alone
     launch = [
         sys.executable,
         "-m",

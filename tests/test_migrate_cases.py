@@ -4,14 +4,12 @@ says why it is refused."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import child_env
+from helpers_alone import run_alone
 
 CASES = Path(__file__).parent / "migrate_cases"
 OK = sorted((CASES / "ok").glob("*.py"))
@@ -23,13 +21,6 @@ REFUSE_REASONS = {
     "own-spawning",
     "already-distributed",
 }
-
-
-def run_case(script: Path, cwd: Path, extra_env: dict[str, str] | None = None):
-    env = child_env({"DPWISE_OUT": str(cwd / "weights.pt"), **(extra_env or {})})
-    return subprocess.run(
-        [sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
-    )
 
 
 def assert_weights(path: Path) -> None:
@@ -50,12 +41,12 @@ def test_the_cases_cover_the_styles_the_issue_names():
 
 @pytest.mark.slow
 def test_tqdm_case_runs_without_tqdm(tmp_path: Path):
-    blocker = tmp_path / "blocked"
-    blocker.mkdir()
-    (blocker / "tqdm.py").write_text("raise ImportError('tqdm is not installed')\n")
-    done = run_case(CASES / "ok" / "tqdm_progress.py", tmp_path, {"PYTHONPATH": str(blocker)})
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "it/s" not in done.stderr, "a tqdm bar was drawn: the import was not blocked"
+    """Run alone (helpers_alone) with its import of tqdm failing, as where tqdm is missing."""
+    script = tmp_path / "tqdm_progress.py"
+    script.write_text((CASES / "ok" / "tqdm_progress.py").read_text())
+    err = tmp_path / "stderr"
+    assert run_alone(script, blocked=("tqdm",), stderr=err) == 0, err.read_text()[-2000:]
+    assert "it/s" not in err.read_text(), "a tqdm bar was drawn: the import was not blocked"
     assert_weights(tmp_path / "weights.pt")
 
 
@@ -90,34 +81,6 @@ def test_refuse_case_is_refused_with_its_reason(script: Path):
     with pytest.raises(MigrationRefused) as refused:
         migrate_source(script.read_text())
     assert refused.value.reasons
-
-
-def _alone(script: str) -> None:
-    """`python script.py` for a migrated script: no torchrun, one process, as `__main__` from its
-    own folder with its own argv (in a process forked from dpwise's server, so that it need not
-    import torch again)."""
-    import os
-    import runpy
-
-    from dpwise.infra.interrupts import release
-
-    release()  # the server holds Ctrl-C for the processes it forks until they are ready
-    folder = os.path.dirname(script)
-    os.chdir(folder)
-    os.environ["DPWISE_OUT"] = os.path.join(folder, "weights.pt")
-    sys.argv, sys.path[0] = [script], folder
-    runpy.run_path(script, run_name="__main__")
-
-
-def run_alone(script: Path) -> int | None:
-    from dpwise.launch import forking
-
-    ctx = forking.context()
-    forking.ensure_running()
-    child = ctx.Process(target=forking.AsParent(_alone), args=(str(script),))
-    child.start()
-    child.join(300)
-    return child.exitcode
 
 
 def verified(script: Path, folder: Path) -> str | None:

@@ -80,6 +80,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/advise_7b.py
 	$(BIN)/python bench/lint_speed.py
 	$(BIN)/python bench/script_overhead.py
+	$(BIN)/python bench/watch_overhead.py
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache .ruff_cache

@@ -70,3 +70,35 @@ def test_compare_script_measures_a_torchrun_script_on_its_gpus(tmp_path):
         assert memory["kind"] == "cuda_max_memory_allocated"
         assert len(memory["per_device"]) == run["world_size"]
         assert all(d["device"].startswith("cuda") for d in memory["per_device"])
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="a hang under NCCL needs two GPUs")
+def test_watch_names_an_nccl_hang_and_diagnose_reads_nccls_dumps_and_watchdog(tmp_path):
+    """Under NCCL, the watcher reads the same Flight Recorder (dpwise watch); a job run without
+    dpwise leaves NCCL's dump on timeout and its watchdog's lines, which diagnose reads."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import child_env
+
+    hangs = Path(__file__).parent / "hangs"
+    shutil.copy(hangs / "nccl_guard.py", tmp_path)
+    watched = run_cli("watch", "--hang-after", "3", "--status-every", "0", "--out",
+                      str(tmp_path / "watch"), "--", "torchrun", "--nproc_per_node=2",
+                      str(tmp_path / "nccl_guard.py"))  # fmt: skip
+    assert watched.returncode == 1, watched.stderr
+    assert "rank 0 waits in barrier" in watched.stderr and "nccl_guard.py line 20" in watched.stderr
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    prefix = str(dumps / "nccl_trace_rank_")
+    env = child_env({"TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_FR_BUFFER_SIZE": "100",
+                     "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix})  # fmt: skip
+    job = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                          str(tmp_path / "nccl_guard.py")], env=env, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    (dumps / "job.log").write_text(job.stdout + job.stderr)
+    got = run_cli("diagnose", str(dumps))
+    assert got.returncode == 0, got.stderr
+    assert "rank 0 waits in barrier" in got.stdout, got.stdout

@@ -248,3 +248,28 @@ def test_a_hostile_or_foreign_file_is_never_run_nor_taken_for_a_dump(tmp_path, r
     got = run_here("diagnose", str(tmp_path))
     assert got.returncode == 2 and "no Flight Recorder dump" in got.stderr
     assert not (tmp_path / "ran").exists()
+
+
+# NCCL's watchdog lines, in the format ProcessGroupNCCL writes them (our own numbers): rank 1 timed
+# out in a broadcast that rank 0 never made, at the same sequence number as rank 0's all-reduce.
+WATCHDOG = """\
+epoch 3: loss 0.41
+[rank0]:[E1203 10:00:01.1 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation \
+timeout: WorkNCCL(SeqNum=412, OpType=ALLREDUCE, NumelIn=2048, NumelOut=2048, Timeout(ms)=600000) \
+ran for 600012 milliseconds before timing out.
+[rank0]:[E1203 10:00:01.2 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 0] \
+Exception (either an error or timeout) detected by watchdog at work: 412, last enqueued NCCL \
+work: 413, last completed NCCL work: 411.
+[rank1]:[E1203 10:00:01.3 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation \
+timeout: WorkNCCL(SeqNum=412, OpType=BROADCAST, NumelIn=16, NumelOut=16, Timeout(ms)=600000) ran \
+for 600020 milliseconds before timing out.
+"""
+
+
+def test_diagnose_reads_nccls_watchdog_lines_in_a_jobs_log(tmp_path, run_here):
+    (tmp_path / "job.log").write_text(WATCHDOG)
+    got = run_here("diagnose", str(tmp_path))
+    assert got.returncode == 0, got.stderr
+    assert "the ranks wait in different collectives: they took different paths" in got.stdout
+    assert "rank 0 waits in allreduce #412" in got.stdout
+    assert "rank 1 waits in broadcast #412" in got.stdout

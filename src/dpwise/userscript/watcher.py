@@ -44,13 +44,15 @@ def collectives(keep: int = KEEP) -> list[dict[str, Any]]:
 
     if not (dist.is_available() and dist.is_initialized()):
         return []
+    import pickle
+
     from torch._C._distributed_c10d import (  # type: ignore[attr-defined]  # not in torch's stubs
-        _dump_fr_trace_json,
+        _dump_fr_trace,
     )
 
-    try:
-        entries = json.loads(_dump_fr_trace_json(True, True)).get("entries", [])
-    except (RuntimeError, ValueError):  # a recorder this torch does not have, or a torn dump
+    try:  # this process's own record, without the stacks (the watcher reads its own stack)
+        entries = pickle.loads(_dump_fr_trace(True, False, False)).get("entries", [])
+    except (RuntimeError, ValueError, pickle.UnpicklingError):  # no recorder, or a torn dump
         return []
     return [
         {
@@ -67,11 +69,14 @@ def collectives(keep: int = KEEP) -> list[dict[str, Any]]:
 
 
 def main_stack() -> list[tuple[str, int, str]]:
-    """Where the main thread is: its frames, outermost first, as (file, line, function)."""
+    """Where the main thread is: its frames, outermost first, as (file, line, function); no
+    source line is read."""
     frame = sys._current_frames().get(threading.main_thread().ident or 0)
-    if frame is None:
-        return []
-    return [(f.filename, f.lineno or 0, f.name) for f in traceback.extract_stack(frame)]
+    frames = []
+    while frame is not None:
+        frames.append((frame.f_code.co_filename, frame.f_lineno or 0, frame.f_code.co_name))
+        frame = frame.f_back
+    return frames[::-1]
 
 
 class Watcher:

@@ -38,14 +38,18 @@ def read(folder: Path) -> tuple[list[RankState], dict[int, str]]:
         raise DpwiseError(f"{folder} is not a folder: give the --out folder of a dpwise watch")
     paths = [p for p in sorted(folder.glob("rank*.json")) if STATE.search(p.name)]
     if not paths:
-        from dpwise.watch import dumps
+        from dpwise.watch import dumps, ncclog
 
         found, ended = dumps.read(folder)
         if found:
             return found, ended
+        logged = ncclog.read(folder)
+        if logged:
+            return logged, ended
         raise DpwiseError(
-            f"{folder} holds no rank<R>.json and no Flight Recorder dump: give the --out folder "
-            "of a dpwise watch, or the folder of the dumps (TORCH_NCCL_DEBUG_INFO_TEMP_FILE)"
+            f"{folder} holds no rank<R>.json, no Flight Recorder dump and no log with NCCL's "
+            "watchdog lines: give the --out folder of a dpwise watch, the folder of the dumps "
+            "(TORCH_NCCL_DEBUG_INFO_TEMP_FILE) or of the job's logs"
         )
     found = []
     for path in paths:

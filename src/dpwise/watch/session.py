@@ -29,7 +29,7 @@ from dpwise.watch.match import Diagnosis, diagnose, straggler, stuck, unequal_ba
 from dpwise.watch.state import RankState
 
 POLL_S = 0.5  # how often the monitor reads the ranks' states
-RECORDED = "2000"  # the Flight Recorder's entries per process (TORCH_FR_BUFFER_SIZE)
+RECORDED = "64"  # the Flight Recorder's entries per process (TORCH_FR_BUFFER_SIZE) unless set
 HUNG_EXIT = 1  # the exit code of a job dpwise ended after a hang
 OWN_ENDS = ("exited", "returned")  # a rank's own end (userscript.watcher), not a fault
 # The lint rules whose pitfalls make ranks part ways: named where they match a culprit's files.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -65,10 +66,17 @@ def jobs(tmp_path, monkeypatch):
     return home
 
 
-def watched(run_here, home: Path, script: str, *flags: str):
+HANG_AFTER = 2
+WITHIN = HANG_AFTER + 15  # the issue's bound: a diagnosis within --hang-after + 15 s
+
+
+def watched(run_here, home: Path, script: str, *flags: str, args: tuple[str, ...] = ()):
     out = home / "watch"
-    got = run_here("watch", "--hang-after", "2", "--status-every", "0", "--out", str(out), *flags,
-                   "--", "torchrun", "--nproc_per_node=2", script)  # fmt: skip
+    start = time.monotonic()
+    job = ("torchrun", "--nproc_per_node=2", script, *args)
+    got = run_here("watch", "--hang-after", str(HANG_AFTER), "--status-every", "0", "--out",
+                   str(out), *flags, "--", *job)  # fmt: skip
+    assert time.monotonic() - start <= WITHIN, f"{script} took {time.monotonic() - start:.1f} s"
     return got, out
 
 
@@ -91,7 +99,7 @@ def watched(run_here, home: Path, script: str, *flags: str):
                              "rank 0 waits in barrier #7 at early_return.py line 13",
                              "rank 1 waits in all_reduce #7 at common.py line 13"]),
         ("sleeps.py", ["some ranks wait in a collective that the others have not reached",
-                       "rank 1 is in no collective at sleeps.py line 12 (its last collective: "
+                       "rank 1 is in no collective at sleeps.py line 13 (its last collective: "
                        "all_reduce #6)", "rank 0 waits in all_reduce #7 at common.py line 13"]),
     ],
 )  # fmt: skip
@@ -156,6 +164,16 @@ def test_a_rank_out_of_memory_under_its_limit_is_named(jobs, run_here):
 
 
 @pytest.mark.slow
+def test_on_hang_keep_names_the_hang_and_lets_the_job_finish(jobs, run_here):
+    """Rank 1 sleeps 5 s (a slow phase, not a deadlock): named after 2 s, then the job trains
+    on and ends with its own code."""
+    got, out = watched(run_here, jobs, "sleeps.py", "--on-hang", "keep", args=("5",))
+    assert got.returncode == 0, got.stderr
+    assert "rank 1 is in no collective at sleeps.py line 13" in got.stderr
+    assert "ending the job" not in got.stderr and (out / "diagnosis.txt").is_file()
+
+
+@pytest.mark.slow
 def test_a_script_that_spawns_its_own_ranks_is_watched_in_each(jobs, run_here):
     """mp.spawn's processes are the ranks (each with its watcher, its rank its process
     group's); rank 1 returns, so rank 0's barrier fails when its peer closes: said, with the
@@ -183,7 +201,20 @@ def test_a_job_that_ends_with_its_own_code_passes_it_through_without_a_diagnosis
     [
         (["watch"], "no command to watch: give it after --"),
         (["watch", "--"], "no command to watch: give it after --"),
-        (["watch", "--", "torchrun", "missing.py"], "missing.py does not exist"),
+        (
+            ["watch", "--", "torchrun", "missing.py"],
+            "the command after -- 'torchrun missing.py': missing.py does not exist",
+        ),
+        (
+            ["watch", "--", "bash", "run.sh"],
+            "the command after -- 'bash run.sh': bash does not exist",
+        ),
+        (["watch", "--", "python", "-c", "1"], "runs 'python -c', not a script file"),
+        (
+            ["watch", "--", "torchrun", "--nnodes", "2", "rank_guard.py"],
+            "--nnodes 2: dpwise runs on one node; give --nnodes 1 (or leave it out)",
+        ),
+        (["watch", "--", "dpwise", "train"], "dpwise watch runs your own job"),
         (["watch", "--hang-after", "0", "--", "python", "x.py"], "give more than 0 seconds"),
     ],
 )

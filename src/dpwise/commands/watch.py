@@ -74,7 +74,12 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.watch.session import run as watch
 
     words = _job(args.job)
-    job = commands.parse(shlex.join(words))
+    if words[0] == "dpwise" or words[:3] == [sys.executable, "-m", "dpwise"]:
+        raise DpwiseError(
+            "dpwise watch runs your own job (torchrun …, python train.py); dpwise's own commands "
+            "guard their runs themselves (--timeout names a silent rank)"
+        )
+    job = commands.parse(shlex.join(words), asked="the command after --")
     kind = launch_of(job).kind
     nproc = (job.nproc or 1) if job.launcher == "torchrun" or kind == "torchrun" else 1
     spawns = kind == "spawns" and job.launcher != "torchrun"

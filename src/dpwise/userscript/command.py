@@ -47,9 +47,25 @@ class ScriptCommand:
         return self.script.stem
 
 
-def parse(given: str, cwd: Path | None = None) -> ScriptCommand:
+def parse(given: str, cwd: Path | None = None, asked: str = "--script") -> ScriptCommand:
     """The command line ``given`` read into a ScriptCommand; a one-line DpwiseError for one that
-    does not parse, names a script that does not exist, or runs something other than a script."""
+    does not parse, names a script that does not exist, or runs something other than a script.
+    ``asked``: how the user gave it, as the error names it (`--script`, compare's flag; watch's
+    command after `--`)."""
+    try:
+        return _parse(given, cwd)
+    except DpwiseError as exc:
+        if asked == "--script":
+            raise
+        said = str(exc).replace(f"--script {given!r}", f"{asked} {given!r}", 1)
+        said = said.replace("compare runs", "dpwise runs").replace(_SIZES, "")
+        raise DpwiseError(said) from None
+
+
+_SIZES = " and the process counts with --world-sizes"
+
+
+def _parse(given: str, cwd: Path | None) -> ScriptCommand:
     try:
         words = shlex.split(given)
     except ValueError as exc:
@@ -117,7 +133,7 @@ def _torchrun(given: str, words: list[str], env: dict[str, str], cwd: Path | Non
     if str(options.nnodes) not in ("1", "1:1"):
         raise DpwiseError(
             f"--script {given!r}: --nnodes {options.nnodes}: compare runs on one node; give "
-            "--nnodes 1 (or leave it out) and the process counts with --world-sizes"
+            f"--nnodes 1 (or leave it out){_SIZES}"
         )
     count = str(options.nproc_per_node)
     nproc = int(count) if count.isdigit() else None

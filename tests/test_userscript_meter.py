@@ -1,4 +1,4 @@
-"""The meter a user's script runs under (userscript.meter), in this process: the rows that enter
+"""The meter a user's script runs under (measure.meter), in this process: the rows that enter
 the model per optimizer step, and their digests, without editing the code that trains."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as torch_module
 
-from dpwise.userscript.meter import DIGEST_VALUES, MASK, Meter, first_tensor, rowset, sample_bytes
+from dpwise.measure.meter import DIGEST_VALUES, MASK, Meter, first_tensor, rowset, sample_bytes
 
 
 class Tagger(nn.Module):

@@ -5,6 +5,7 @@ Flight Recorder entries and stacks; the matcher alone on states made here."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -196,6 +197,27 @@ def test_a_job_that_ends_with_its_own_code_passes_it_through_without_a_diagnosis
     assert json.loads((out / "rank0.json").read_text())["steps"] == 5
 
 
+@pytest.mark.slow
+def test_dpwise_s_own_train_is_watched_in_each_of_its_workers(jobs, run_here, monkeypatch):
+    """`dpwise watch -- dpwise train …` runs the command as it is; each of its workers writes
+    its state (the fixtures' models import in the command's own process)."""
+    from conftest import FIXTURES
+
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")])
+    )
+    out = jobs / "watch"
+    got = run_here("watch", "--status-every", "0", "--out", str(out), "--", "dpwise", "train",
+                   "--strategy", "ddp", "--nproc", "2", "--model", "userpkg:tiny_model", "--data",
+                   "userpkg:tiny_data", "--batch-size", "8", "--epochs", "1", "--quiet", "--out",
+                   str(jobs / "trained"))  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    states = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    ends = [(s["rank"], s["steps"], s["ended"]) for s in states]
+    assert ends == [(0, 8, "returned"), (1, 8, "returned")]
+    assert (jobs / "trained" / "final.pt").is_file()
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
@@ -214,7 +236,7 @@ def test_a_job_that_ends_with_its_own_code_passes_it_through_without_a_diagnosis
             ["watch", "--", "torchrun", "--nnodes", "2", "rank_guard.py"],
             "--nnodes 2: dpwise runs on one node; give --nnodes 1 (or leave it out)",
         ),
-        (["watch", "--", "dpwise", "train"], "dpwise watch runs your own job"),
+        (["watch", "--", "dpwise", "lint", "x.py"], "not dpwise lint"),
         (["watch", "--hang-after", "0", "--", "python", "x.py"], "give more than 0 seconds"),
     ],
 )

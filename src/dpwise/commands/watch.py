@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -12,7 +13,8 @@ from dpwise.errors import DpwiseError
 HELP = "run your job unedited and name the rank, line and cause when it hangs"
 DESCRIPTION = (
     "Runs the command after -- (torchrun …, python -m torch.distributed.run …, python train.py, "
-    "or a script's path) with a watcher in every rank: no code change, the job's output and exit "
+    "a script's path, or dpwise train …) with a watcher in every rank: no code change, the job's "
+    "output and exit "
     "code its own. Each rank's steps, samples/s and last collective (torch's Flight Recorder) "
     "are shown every --status-every seconds. When no rank moves on for --hang-after seconds, the "
     "ranks' collectives are matched by sequence number and their stacks read: which rank is "
@@ -74,18 +76,46 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.watch.session import run as watch
 
     words = _job(args.job)
-    if words[0] == "dpwise" or words[:3] == [sys.executable, "-m", "dpwise"]:
-        raise DpwiseError(
-            "dpwise watch runs your own job (torchrun …, python train.py); dpwise's own commands "
-            "guard their runs themselves (--timeout names a silent rank)"
-        )
+    own = _own(words)
+    if own is not None:  # dpwise's own train: its workers write their states themselves
+        nproc = _nproc(own)
+        cfg = Watch(None, nproc, args.out, args.hang_after, args.on_hang, args.status_every,
+                    own=tuple(own))  # fmt: skip
+        return watch(cfg, _say)
     job = commands.parse(shlex.join(words), asked="the command after --")
     kind = launch_of(job).kind
     nproc = (job.nproc or 1) if job.launcher == "torchrun" or kind == "torchrun" else 1
     spawns = kind == "spawns" and job.launcher != "torchrun"
     cfg = Watch(job, nproc, args.out, args.hang_after, args.on_hang, args.status_every, spawns)
+    return watch(cfg, _say)
 
-    def say(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
 
-    return watch(cfg, say)
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _own(words: list[str]) -> list[str] | None:
+    """`dpwise train …` (or `python -m dpwise train …`): its arguments after `dpwise`; another
+    dpwise command is refused, as it runs no job of the user's to watch."""
+    if os.path.basename(words[0]) == "dpwise":
+        rest = words[1:]
+    elif len(words) > 2 and words[1:3] == ["-m", "dpwise"]:
+        rest = words[3:]
+    else:
+        return None
+    if rest[:1] != ["train"]:
+        raise DpwiseError(
+            f"dpwise watch runs a training job: your own (torchrun …, python train.py) or "
+            f"dpwise train, not dpwise {' '.join(rest[:1]) or '(no command)'}"
+        )
+    return rest
+
+
+def _nproc(args: list[str]) -> int:
+    """The processes `dpwise train --nproc N` starts (1 without it)."""
+    for i, word in enumerate(args):
+        value = word.split("=", 1)[1] if word.startswith("--nproc=") else (
+            args[i + 1] if word == "--nproc" and i + 1 < len(args) else None)  # fmt: skip
+        if value is not None and value.isdigit():
+            return int(value)
+    return 1

@@ -24,12 +24,12 @@ import torch
 from dpwise.compare.runner import Event, rounds
 from dpwise.compare.turns import RunFailed
 from dpwise.errors import DpwiseError
+from dpwise.measure.meter import MASK
 from dpwise.measure.stats import summary
 from dpwise.results.records import DevicePeak, Memory, Run, Spread
 from dpwise.userscript.command import ScriptCommand
 from dpwise.userscript.harness import LOG, MEASURED
 from dpwise.userscript.kind import Kind, Launch, launch_of, unsharded_loader
-from dpwise.userscript.meter import MASK
 from dpwise.userscript.run import ScriptFailed, ScriptRefused, launch_script
 
 WARM_UP_STEPS = 2  # optimizer steps each launch takes before the timed ones
@@ -227,7 +227,7 @@ def _facts(run: ScriptRun, ranks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _row_sets(ranks: list[dict[str, Any]]) -> list[str]:
-    """The fingerprint of the global batch of each optimizer step (dpwise.userscript.meter's
+    """The fingerprint of the global batch of each optimizer step (dpwise.measure.meter's
     row sets of every rank, added up), as hex: equal where two runs fed their models the same
     rows at that step, however they split them."""
     steps = zip(*(m.get("rowsets", []) for m in ranks), strict=False)

@@ -9,6 +9,7 @@ from typing import Any
 from dpwise.infra.hardware import Hardware, configure_threads
 from dpwise.launch.elastic import arm_teardown_watchdog, disarm_teardown_watchdog, run_guarded
 from dpwise.launch.env import DistEnv
+from dpwise.measure import rankwatch
 from dpwise.strategies import make_strategy
 from dpwise.train import outputs
 from dpwise.train.checkpoint import Checkpoint
@@ -104,4 +105,13 @@ def _launched(plan: RunPlan) -> dict[str, Any] | None:
     env = DistEnv.from_environ()
     # this process trains and launches nothing; an elastic job's world is the one that met
     mine = replace(plan, launch=False, world_size=env.world_size)
-    return run_worker(plan.config, Prepared(env, mine, workload_for(plan.config)))
+    watcher = rankwatch.from_env(env.rank)  # under `dpwise watch`: this rank's state, written
+    ended, error = "returned", None
+    try:
+        return run_worker(plan.config, Prepared(env, mine, workload_for(plan.config)))
+    except BaseException as exc:
+        ended, error = f"raised {type(exc).__name__}: {exc}", exc
+        raise
+    finally:
+        if watcher is not None:
+            watcher.stop(ended, error)

@@ -13,7 +13,7 @@ What it fixes, from the environment (the script is never changed):
   the model can make parallel runs differ (`dpwise.userscript.causes`: BatchNorm, random layers);
 - DPWISE_SCRIPT_MEASURE: each rank also writes what it measured (its steps' end times, rows,
   and the rows' digests and row sets in the first DPWISE_SCRIPT_READ steps, or every step's:
-  dpwise.userscript.meter; its peak memory) to `measure-rank<R>.json` beside DPWISE_SCRIPT_OUT;
+  dpwise.measure.meter; its peak memory) to `measure-rank<R>.json` beside DPWISE_SCRIPT_OUT;
 - DPWISE_SCRIPT_FEWER: "FLAG UNTIMED", the flag that lowers the steps of a script that ended
   too early, after its untimed ones (compare's --max-steps); without it, migrate --verify's;
 - DPWISE_SCRIPT_PATH: the folder the original script lives in (for its sibling imports);
@@ -47,8 +47,8 @@ from typing import IO, Any
 
 import torch
 
+from dpwise.measure.meter import Meter
 from dpwise.userscript import standin
-from dpwise.userscript.meter import Meter
 from dpwise.userscript.probe import Probe
 
 MARK = "dpwise-verify:"  # starts the line that says why a run ended too early

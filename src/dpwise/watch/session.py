@@ -38,13 +38,14 @@ HANG_RULES = ("collective-under-rank-guard", "missing-distributed-sampler")
 
 @dataclass(frozen=True)
 class Watch:
-    command: ScriptCommand
+    command: ScriptCommand | None  # the user's job (None: dpwise's own train, ``own``)
     nproc: int
     out: Path
     hang_after: float
     on_hang: str  # "stop" | "keep"
     status_every: float  # seconds between status lines (0: none)
     spawns: bool = False  # the script starts its own processes: they are the ranks
+    own: tuple[str, ...] = ()  # `dpwise train …`'s arguments after `dpwise`
 
 
 class Monitor:
@@ -156,24 +157,46 @@ def run(cfg: Watch, say: Callable[[str], None]) -> int:
     it after a hang)."""
     cfg.out.mkdir(parents=True, exist_ok=True)
     folder.clear(cfg.out)
-    script = cfg.command.script
     env = {
         watcher.FOLDER: str(cfg.out.resolve()),
-        watcher.CWD: str(cfg.command.cwd or Path.cwd()),
         "TORCH_FR_BUFFER_SIZE": os.environ.get("TORCH_FR_BUFFER_SIZE", RECORDED),
+    }
+    if cfg.command is None:
+        return _own(cfg, env, say)
+    env.update({
+        watcher.CWD: str(cfg.command.cwd or Path.cwd()),
         **cfg.command.env,  # `A=1 torchrun …`: the variables the user set before the command
         **({watcher.SPAWNS: "1"} if cfg.spawns else {}),
-    }
+    })  # fmt: skip
     settings = LaunchSettings(nproc_per_node=cfg.nproc)
+    args = [str(cfg.command.script), *cfg.command.args]
     with Monitor(cfg, say) as monitor:
         try:
-            launch(settings, watcher.worker, [str(script), *cfg.command.args], env=env)
+            launch(settings, watcher.worker, args, env=env)
             return 0
         except WorkerFailed as failed:
             if monitor.stopped:
                 return HUNG_EXIT
             _ended(cfg, failed, say)
             return failed.exitcode if failed.exitcode > 0 else 1
+
+
+def _own(cfg: Watch, env: dict[str, str], say: Callable[[str], None]) -> int:
+    """dpwise's own train, as its own command (its launcher, its timeout, its lines); each of
+    its workers writes its state (measure.rankwatch)."""
+    import subprocess
+    import sys
+
+    with Monitor(cfg, say) as monitor:
+        proc = subprocess.Popen([sys.executable, "-m", "dpwise", *cfg.own],
+                                env={**os.environ, **env})  # fmt: skip
+        try:
+            code = proc.wait()
+        except BaseException:
+            proc.terminate()
+            proc.wait()
+            raise
+    return HUNG_EXIT if monitor.stopped else code
 
 
 def _ended(cfg: Watch, failed: WorkerFailed, say: Callable[[str], None]) -> None:

@@ -18,6 +18,7 @@ from dpwise.lint.settings import LintConfig
 from dpwise.migrate.settings import MigrateConfig
 from dpwise.train.config import TrainConfig
 from dpwise.tune.space import TuneConfig
+from dpwise.watch.settings import DiagnoseConfig, WatchConfig
 
 COMMANDS = {
     "train": TrainConfig,
@@ -28,9 +29,15 @@ COMMANDS = {
     "migrate": MigrateConfig,
     "probe-link": ProbeLinkConfig,
     "tune": TuneConfig,
+    "watch": WatchConfig,
+    "diagnose": DiagnoseConfig,
 }
 # what a command needs on its command line (its positional arguments), as settings
-REQUIRED = {"lint": {"paths": ("train.py",)}, "migrate": {"script": Path("train.py")}}
+REQUIRED = {
+    "lint": {"paths": ("train.py",)},
+    "migrate": {"script": Path("train.py")},
+    "diagnose": {"folder": Path("runs/watch")},
+}
 
 
 def _parser(command: str):

@@ -237,7 +237,7 @@ def test_dpwise_s_own_train_is_watched_in_each_of_its_workers(jobs, run_here, mo
             "--nnodes 2: dpwise runs on one node; give --nnodes 1 (or leave it out)",
         ),
         (["watch", "--", "dpwise", "lint", "x.py"], "not dpwise lint"),
-        (["watch", "--hang-after", "0", "--", "python", "x.py"], "give more than 0 seconds"),
+        (["watch", "--hang-after", "0", "--", "python", "x.py"], "--hang-after must be positive"),
     ],
 )
 def test_bad_input_to_watch_is_one_line_exit_2_and_writes_nothing(jobs, run_here, args, said):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from dpwise.infra.settings import add_settings, from_args
+from dpwise.watch.settings import DiagnoseConfig
 
 HELP = "name the rank, line and cause of a hang from the folder dpwise watch left"
 DESCRIPTION = (
@@ -14,7 +16,7 @@ DESCRIPTION = (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("folder", type=Path, metavar="DIR", help="the folder dpwise watch wrote")
+    add_settings(p, DiagnoseConfig, ("folder",))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -22,7 +24,8 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.watch.match import diagnose
     from dpwise.watch.session import with_rules
 
-    states, ended = folder.read(args.folder)
+    cfg = from_args(DiagnoseConfig, args)
+    states, ended = folder.read(cfg.folder)
     found = with_rules(diagnose(states, ended))
     print(text.diagnosis(found, None))
     return 0

@@ -6,9 +6,10 @@ import argparse
 import os
 import shlex
 import sys
-from pathlib import Path
 
 from dpwise.errors import DpwiseError
+from dpwise.infra.settings import add_settings, from_args
+from dpwise.watch.settings import WatchConfig
 
 HELP = "run your job unedited and name the rank, line and cause when it hangs"
 DESCRIPTION = (
@@ -32,31 +33,9 @@ Exit code: the job's own; 1 when dpwise ended it after a hang (--on-hang stop); 
 """
 
 
-def _positive(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if not seconds > 0:
-        raise argparse.ArgumentTypeError(f"{value}: give more than 0 seconds")
-    return seconds
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hang-after", type=_positive, default=120.0, metavar="S",
-                   help="seconds without any rank moving on (a step, a collective) before the "
-                   "hang is named (default: 120; the job's own collective timeout is 30 min)",
-                   )  # fmt: skip
-    p.add_argument("--on-hang", choices=("stop", "keep"), default="stop",
-                   help="end the job once the hang is named (stop, the default) or leave it "
-                   "running (keep)")  # fmt: skip
-    p.add_argument("--out", type=Path, default=Path("runs/watch"),
-                   help="the folder for the ranks' states and the diagnosis (default: runs/watch)",
-                   )  # fmt: skip
-    p.add_argument("--status-every", type=float, default=10.0, metavar="S",
-                   help="seconds between status lines (0: none; default: 10)")  # fmt: skip
-    p.add_argument("job", nargs=argparse.REMAINDER, metavar="-- CMD",
-                   help="the command you run today, after --")  # fmt: skip
+    """The flags of WatchConfig's settings (defaults and help live on its fields)."""
+    add_settings(p, WatchConfig, ("hang_after", "on_hang", "out", "status_every", "job"))
 
 
 def _job(words: list[str]) -> list[str]:
@@ -75,19 +54,20 @@ def run(args: argparse.Namespace) -> int:
     from dpwise.watch.session import Watch
     from dpwise.watch.session import run as watch
 
-    words = _job(args.job)
+    cfg = from_args(WatchConfig, args)
+    words = _job(cfg.job)
     own = _own(words)
     if own is not None:  # dpwise's own train: its workers write their states themselves
         nproc = _nproc(own)
-        cfg = Watch(None, nproc, args.out, args.hang_after, args.on_hang, args.status_every,
-                    own=tuple(own))  # fmt: skip
-        return watch(cfg, _say)
+        own_job = Watch(None, nproc, cfg.out, cfg.hang_after, cfg.on_hang, cfg.status_every,
+                        own=tuple(own))  # fmt: skip
+        return watch(own_job, _say)
     job = commands.parse(shlex.join(words), asked="the command after --")
     kind = launch_of(job).kind
     nproc = (job.nproc or 1) if job.launcher == "torchrun" or kind == "torchrun" else 1
     spawns = kind == "spawns" and job.launcher != "torchrun"
-    cfg = Watch(job, nproc, args.out, args.hang_after, args.on_hang, args.status_every, spawns)
-    return watch(cfg, _say)
+    watched = Watch(job, nproc, cfg.out, cfg.hang_after, cfg.on_hang, cfg.status_every, spawns)
+    return watch(watched, _say)
 
 
 def _say(line: str) -> None:

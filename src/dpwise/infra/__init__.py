@@ -3,5 +3,5 @@ over anything), the --out lock and whose results an --out holds, interrupts, the
 the environment report.
 May import: errors (and the package's version)
 Imported by: advise, cli, commands, compare, launch, link, lint, measure, migrate, projection,
-report, train, tune, workload
+report, train, tune, watch, workload
 """

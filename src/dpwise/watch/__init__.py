@@ -2,6 +2,6 @@
 rank (userscript.watcher), its ranks' states read live (state), a hang found and named from the
 ranks' collectives and stacks (match), the folder a watch leaves and diagnose reads (folder),
 the session and its text.
-May import: userscript, lint, launch, errors
+May import: userscript, lint, launch, infra, errors
 Imported by: commands
 """

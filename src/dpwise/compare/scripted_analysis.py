@@ -166,8 +166,8 @@ def _first_other_rows(ref: list[str] | None, run: list[str] | None) -> int | Non
 
 def _other_rows(label: str, ref: str, step: int, steps: int) -> str:
     return (
-        f"{label} fed its model other rows than {ref} at optimizer step {step} of {steps} (as "
-        f"many rows per step, other ones: their row sets differ): a data order that is not the "
+        f"{label} fed its model other rows than {ref} at optimizer step {step} (of the first "
+        f"{steps}, compared: as many rows per step, other ones): a data order that is not the "
         f"sampler's, {NOT_THE_SAME}. dpwise holds a RandomSampler's order equal to a "
         f"DistributedSampler's; rows a script picks itself (its own shuffle, random indices, a "
         f"seed per rank, random augmentation) are not held equal. Feed both through a DataLoader "

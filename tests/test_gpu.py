@@ -85,7 +85,8 @@ def test_watch_names_an_nccl_hang_and_diagnose_reads_nccls_dumps_and_watchdog(tm
 
     hangs = Path(__file__).parent / "hangs"
     shutil.copy(hangs / "nccl_guard.py", tmp_path)
-    watched = run_cli("watch", "--hang-after", "3", "--status-every", "0", "--out",
+    watched = run_cli("watch", "--hang-after", "3", "--on-hang", "stop", "--status-every", "0",
+                      "--out",
                       str(tmp_path / "watch"), "--", "torchrun", "--nproc_per_node=2",
                       str(tmp_path / "nccl_guard.py"))  # fmt: skip
     assert watched.returncode == 1, watched.stderr

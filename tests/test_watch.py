@@ -75,6 +75,7 @@ def watched(run_here, home: Path, script: str, *flags: str, args: tuple[str, ...
     out = home / "watch"
     start = time.monotonic()
     job = ("torchrun", "--nproc_per_node=2", script, *args)
+    flags = flags or ("--on-hang", "stop")
     got = run_here("watch", "--hang-after", str(HANG_AFTER), "--status-every", "0", "--out",
                    str(out), *flags, "--", *job)  # fmt: skip
     assert time.monotonic() - start <= WITHIN, f"{script} took {time.monotonic() - start:.1f} s"
@@ -172,6 +173,14 @@ def test_on_hang_keep_names_the_hang_and_lets_the_job_finish(jobs, run_here):
     assert got.returncode == 0, got.stderr
     assert "rank 1 is in no collective at sleeps.py line 13" in got.stderr
     assert "ending the job" not in got.stderr and (out / "diagnosis.txt").is_file()
+
+
+def test_one_process_alone_in_a_long_phase_is_no_hang(jobs, run_here):
+    out = jobs / "watch"
+    got = run_here("watch", "--hang-after", "1", "--status-every", "0", "--out", str(out), "--",
+                   "python", "alone.py")  # fmt: skip
+    assert got.returncode == 0 and "hang" not in got.stderr, got.stderr
+    assert json.loads((out / "rank0.json").read_text())["steps"] == 1
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ DESCRIPTION = (
 EPILOG = """\
 examples:
   dpwise watch -- torchrun --nproc_per_node=4 train.py --epochs 3
-  dpwise watch --hang-after 60 --on-hang keep -- torchrun --nproc_per_node=2 train.py
+  dpwise watch --hang-after 60 --on-hang stop -- torchrun --nproc_per_node=2 train.py
   dpwise diagnose runs/watch                      # the diagnosis again, from the folder
 
 Exit code: the job's own; 1 when dpwise ended it after a hang (--on-hang stop); 2 on bad input.

@@ -83,8 +83,8 @@ class Monitor:
                 self._said = now
                 for s in states:
                     self.say(text.status(s, self._rate(s)))
-            if len(states) < self.cfg.nproc or now - start < self.cfg.hang_after:
-                continue
+            if len(states) < max(self.cfg.nproc, 2) or now - start < self.cfg.hang_after:
+                continue  # one rank alone waits for no other: a long phase is not a hang
             if self.found is None and stuck(self.history, now, self.cfg.hang_after):
                 self._hung(states)
             elif self.found is not None and not stuck(self.history, now, self.cfg.hang_after):

@@ -25,8 +25,9 @@ class WatchConfig:
         "named (default: 120; the job's own collective timeout is 30 min)",
     )  # fmt: skip
     on_hang: str = setting(
-        "stop", choices=("stop", "keep"),
-        help="end the job once the hang is named (stop, the default) or leave it running (keep)",
+        "keep", choices=("stop", "keep"),
+        help="leave the job running once the hang is named (keep, the default: a slow phase "
+        "past --hang-after is not always a deadlock) or end it (stop, exit code 1)",
     )  # fmt: skip
     out: Path = setting(
         Path("runs/watch"), type=Path,

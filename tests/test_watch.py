@@ -246,6 +246,10 @@ def test_dpwise_s_own_train_is_watched_in_each_of_its_workers(jobs, run_here, mo
             "--nnodes 2: dpwise runs on one node; give --nnodes 1 (or leave it out)",
         ),
         (["watch", "--", "dpwise", "lint", "x.py"], "not dpwise lint"),
+        (
+            ["watch", "--out", "/proc/watch", "--", "python", "alone.py"],
+            "--out /proc/watch: cannot write the ranks' states there",
+        ),
         (["watch", "--hang-after", "0", "--", "python", "x.py"], "--hang-after must be positive"),
     ],
 )

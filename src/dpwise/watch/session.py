@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dpwise.errors import DpwiseError
 from dpwise.launch.elastic import launch
 from dpwise.launch.failures import WorkerFailed
 from dpwise.launch.settings import LaunchSettings
@@ -155,8 +156,14 @@ def with_rules(d: Diagnosis) -> Diagnosis:
 def run(cfg: Watch, say: Callable[[str], None]) -> int:
     """Launch the job with its watchers and watch it; its exit code (HUNG_EXIT when dpwise ended
     it after a hang)."""
-    cfg.out.mkdir(parents=True, exist_ok=True)
-    folder.clear(cfg.out)
+    try:
+        cfg.out.mkdir(parents=True, exist_ok=True)
+        folder.clear(cfg.out)
+    except OSError as exc:
+        raise DpwiseError(
+            f"--out {cfg.out}: cannot write the ranks' states there ({exc.strerror or exc}): give "
+            "a folder you can write"
+        ) from None
     env = {
         watcher.FOLDER: str(cfg.out.resolve()),
         "TORCH_FR_BUFFER_SIZE": os.environ.get("TORCH_FR_BUFFER_SIZE", RECORDED),

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from dpwise.watch.match import diagnose
 from dpwise.watch.state import RankState
@@ -246,6 +247,12 @@ def test_dpwise_s_own_train_is_watched_in_each_of_its_workers(jobs, run_here, mo
             "--nnodes 2: dpwise runs on one node; give --nnodes 1 (or leave it out)",
         ),
         (["watch", "--", "dpwise", "lint", "x.py"], "not dpwise lint"),
+        pytest.param(
+            ["watch", "--", "torchrun", "--nproc_per_node=gpu", "rank_guard.py"],
+            "--nproc_per_node=gpu: Cuda is not available",
+            id="gpu-on-a-cpu",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has GPUs"),
+        ),
         (
             ["watch", "--out", "/proc/watch", "--", "python", "alone.py"],
             "--out /proc/watch: cannot write the ranks' states there",

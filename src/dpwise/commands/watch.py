@@ -9,6 +9,7 @@ import sys
 
 from dpwise.errors import DpwiseError
 from dpwise.infra.settings import add_settings, from_args
+from dpwise.userscript.command import ScriptCommand
 from dpwise.watch.settings import WatchConfig
 
 HELP = "run your job unedited and name the rank, line and cause when it hangs"
@@ -64,10 +65,23 @@ def run(args: argparse.Namespace) -> int:
         return watch(own_job, _say)
     job = commands.parse(shlex.join(words), asked="the command after --")
     kind = launch_of(job).kind
-    nproc = (job.nproc or 1) if job.launcher == "torchrun" or kind == "torchrun" else 1
+    nproc = _per_node(job) if job.launcher == "torchrun" or kind == "torchrun" else 1
     spawns = kind == "spawns" and job.launcher != "torchrun"
     watched = Watch(job, nproc, cfg.out, cfg.hang_after, cfg.on_hang, cfg.status_every, spawns)
     return watch(watched, _say)
+
+
+def _per_node(job: ScriptCommand) -> int:
+    """The processes torchrun would start on this node: its own reading of --nproc_per_node
+    ("gpu", "cpu", "auto" counted as it counts them; 1 when not given)."""
+    if job.nproc is not None or not job.per_node:
+        return job.nproc or 1
+    from torch.distributed.run import determine_local_world_size
+
+    try:
+        return int(determine_local_world_size(job.per_node))
+    except ValueError as exc:
+        raise DpwiseError(f"--nproc_per_node={job.per_node}: {exc}") from None
 
 
 def _say(line: str) -> None:

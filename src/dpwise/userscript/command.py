@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -40,6 +40,7 @@ class ScriptCommand:
     nproc: int | None = None
     env: dict[str, str] = field(default_factory=dict)
     cwd: Path = field(default_factory=Path.cwd)  # the folder the command runs in
+    per_node: str = ""  # torchrun's --nproc_per_node as given ("4", "gpu", "auto"; "": not given)
 
     @property
     def name(self) -> str:
@@ -137,9 +138,10 @@ def _torchrun(given: str, words: list[str], env: dict[str, str], cwd: Path | Non
         )
     count = str(options.nproc_per_node)
     nproc = int(count) if count.isdigit() else None
-    return _script(
+    found = _script(
         given, options.training_script, options.training_script_args, "torchrun", nproc, env, cwd
     )
+    return replace(found, per_node=count)
 
 
 def _script(

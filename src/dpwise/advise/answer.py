@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +192,39 @@ def advise(req: AdviseRequest) -> Answer:
         "projection": projected,
         "measured": results is not None,
         "memory": memory,
+        "simulated": _simulated(req, results, world, settings, memory) if req.simulate else None,
         "model": None if mf is None else facts_dict(mf),
         "facts": as_dict(facts),
     }
+
+
+def _simulated(
+    req: AdviseRequest, results: dict | None, world: int, s: Settings, memory: Any
+) -> dict[str, Any]:
+    """Each simulated strategy at ``world`` ranks (dpwise.advise.simulate), its busiest rank
+    beside the formula's, and the difference (share of the simulated figure)."""
+    from dpwise.advise import simulate
+
+    model, args, data, data_args, loss = _workload(req, results)
+    if model is None:
+        why = "no model to simulate (--params gives a count, not a model)"
+        return {name: {"world_size": world, "why_not": why} for name in simulate.SIMULATED}
+    spec = {"model": model, "model_args": args, "data": data, "data_args": data_args,
+            "loss": loss, "optimizer": s.optimizer, "momentum": s.momentum}  # fmt: skip
+    found = {}
+    for name in simulate.SIMULATED:
+        formula = None if memory is None else _busiest_bytes(memory[name])
+        if s.precision != "fp32":
+            got = simulate.Simulated(name, world, None, {}, 0.0,
+                                     f"{s.precision} is not simulated yet (fp32 only)")  # fmt: skip
+        else:
+            got = simulate.simulate(spec, name, world, s.batch_size, req.simulate_timeout, formula)
+        diff = None
+        if got.peak_bytes and formula is not None:
+            diff = (formula - got.peak_bytes) / got.peak_bytes
+        found[name] = {**asdict(got), "formula_bytes": formula, "formula_off_by": diff}
+    return found
+
+
+def _busiest_bytes(estimate: StrategyEstimate) -> int:
+    return int(max(d["bytes"] for d in estimate["per_device"]))

@@ -31,6 +31,9 @@ class Answer(TypedDict, total=False):
     projection: Projected | None
     measured: bool
     memory: dict[str, StrategyEstimate] | None
+    # --simulate: each simulated strategy's busiest rank (advise.simulate.Simulated as JSON),
+    # the formula's figure beside it and how far off it is (a share of the simulated figure)
+    simulated: dict[str, dict[str, Any]] | None
     model: dict[str, Any] | None  # ModelFacts as JSON
     facts: dict[str, dict[str, Any]]  # each Fact as JSON: value, source, note
     job: dict[str, Any]  # added by the command when it writes a job script

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dpwise.advise.jobscript import JOB_OUT_HELP, SCHEDULER_HELP, SCHEDULERS
 from dpwise.errors import DpwiseError
-from dpwise.infra.settings import at_least, like, setting, validate
+from dpwise.infra.settings import at_least, like, positive, setting, validate
 from dpwise.projection.links import check_names
 from dpwise.train.config import TrainConfig
 from dpwise.workload.settings import WorkloadSettings
@@ -107,6 +107,16 @@ class AdviseRequest(WorkloadSettings):
         "--gpus is given, else 64)",
     )
     json: bool = setting(False, action="store_true", help="machine-readable answer")
+    simulate: bool = setting(
+        False, action="store_true",
+        help="also run PyTorch's own FSDP2 sharding on a fake process group of --gpus × --nodes "
+        "ranks, with fake tensors (no devices, no data), and report the busiest rank's peak by "
+        "category beside the formula's (a few seconds to a minute; fp32)",
+    )  # fmt: skip
+    simulate_timeout: float = setting(
+        120.0, type=float, metavar="S", checks=[positive],
+        help="seconds one simulation may take before the formula's figure stands alone",
+    )  # fmt: skip
     scheduler: str | None = setting(None, choices=SCHEDULERS, help=SCHEDULER_HELP)
     job_out: Path | None = setting(None, type=Path, metavar="FILE", help=JOB_OUT_HELP)
     seed: int = 0  # not a flag: the seed of the model built for its facts

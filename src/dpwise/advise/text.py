@@ -69,6 +69,10 @@ def render(answer: Answer) -> str:
         if model.get("reason"):
             lines.append(f"  how: {model['reason']}")
         lines += _memory_table(answer["memory"])
+    simulated = answer.get("simulated")
+    if simulated:
+        lines += ["", "Simulated (PyTorch's own sharding on a fake process group of the ranks):"]
+        lines += [f"  {_simulated(name, sim)}" for name, sim in simulated.items()]
     lines += ["", "What would change the answer:", *(f"  • {c}" for c in answer["changes"])]
     lines += ["", "Facts:"]
     for name, fact in answer["facts"].items():
@@ -76,3 +80,27 @@ def render(answer: Answer) -> str:
         value = "unknown" if fact["value"] is None else fact["value"]
         lines.append(f"  {name:<18} {value!s:<10} ({fact['source']}){note}")
     return "\n".join(lines)
+
+
+def _simulated(name: str, sim: dict) -> str:
+    """One simulated strategy: its busiest rank by category beside the formula's figure, the
+    difference said where it exceeds 10 %; or why it was not simulated."""
+    world = sim["world_size"]
+    if sim.get("peak_bytes") is None:
+        return f"{name} × {world}: not simulated: {sim['why_not']}; the formula's figure stands"
+    parts = {k: v for k, v in sim["by_category"].items() if k != "Total" and v}
+    ordered = sorted(parts.items(), key=lambda kv: -kv[1])
+    split = ", ".join(f"{k.lower()} {_mib(v)}" for k, v in ordered)
+    peak = _mib(sim["peak_bytes"])
+    how = f"{sim.get('tensors', 'fake')} tensors, {sim['seconds']:.0f} s"
+    said = f"{name} × {world}: busiest rank {peak} ({split}; {how})"
+    off = sim.get("formula_off_by")
+    if off is not None:
+        said += f"; the formula says {_mib(sim['formula_bytes'])}"
+        if abs(off) > 0.10:
+            said += f", {abs(off):.0%} {'over' if off > 0 else 'under'} the simulation"
+    return said
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.2f} MiB"

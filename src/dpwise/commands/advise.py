@@ -37,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_settings(w, AdviseRequest, ("params", "batch_size", "precision", "optimizer", "momentum"))
     o = p.add_argument_group("measurements and output")
     add_settings(o, AdviseRequest, ("from_results", "link", "devices", "json"))
+    m = p.add_argument_group("memory at scale, simulated")
+    add_settings(m, AdviseRequest, ("simulate", "simulate_timeout"))
     j = p.add_argument_group("the job to submit")
     add_settings(j, AdviseRequest, ("scheduler", "job_out"))
 

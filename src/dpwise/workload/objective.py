@@ -136,10 +136,16 @@ class Objective:
         return "token-cross-entropy" if y.dim() >= 2 else "cross-entropy"
 
 
+def _fake(t: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import is_fake
+
+    return bool(is_fake(t))
+
+
 def check_labels(classes: int, labels: torch.Tensor, origin: str) -> None:
     """Class labels lie in 0 … classes-1, or are IGNORE_INDEX (a label to skip)."""
-    if labels.is_floating_point() or labels.is_complex() or labels.is_meta:
-        return  # meta tensors (a traced estimate) have no values to check
+    if labels.is_floating_point() or labels.is_complex() or labels.is_meta or _fake(labels):
+        return  # meta and fake tensors (a traced estimate, a simulation) have no values
     labels = labels[labels != IGNORE_INDEX]
     if labels.numel() == 0:
         return

@@ -81,6 +81,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/lint_speed.py
 	$(BIN)/python bench/script_overhead.py
 	$(BIN)/python bench/watch_overhead.py
+	$(BIN)/python bench/simulate_scale.py
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache .ruff_cache

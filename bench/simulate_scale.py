@@ -1,0 +1,91 @@
+"""The formula's per-device memory against the simulation's (`dpwise advise --simulate`: FSDP2's
+own sharding on a fake process group), for fsdp's busiest rank, on built-in and library models at
+8, 64 and 1,024 ranks. Each line is one `dpwise advise --gpus N --device-memory 80 --model M
+--simulate --json` (global batch 256, AdamW, fp32); a model the simulation cannot run says why.
+
+Run: .venv/bin/python bench/simulate_scale.py [--ranks 8,64,1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+
+MODELS: list[tuple[str, list[str]]] = [
+    ("simple", []),
+    ("cnn", []),
+    ("transformer", []),
+    ("transformers:gpt2", ["n_layer=2", "n_embd=128", "n_head=4"]),
+    (
+        "transformers:llama",
+        [
+            "num_hidden_layers=2",
+            "hidden_size=128",
+            "intermediate_size=256",
+            "num_attention_heads=4",
+            "num_key_value_heads=2",
+        ],
+    ),
+    (
+        "transformers:bert",
+        [
+            "num_hidden_layers=2",
+            "hidden_size=128",
+            "intermediate_size=256",
+            "num_attention_heads=4",
+        ],
+    ),
+    ("transformers:t5", ["num_layers=2", "d_model=128", "d_ff=256", "num_heads=4", "d_kv=32"]),
+    (
+        "transformers:vit",
+        [
+            "num_hidden_layers=2",
+            "hidden_size=128",
+            "intermediate_size=256",
+            "num_attention_heads=4",
+            "image_size=64",
+            "patch_size=16",
+        ],
+    ),
+]
+
+
+def advise(model: str, args: list[str], ranks: int) -> dict:
+    flags = [a for arg in args for a in ("--model-arg", arg)]
+    cmd = [sys.executable, "-W", "ignore", "-m", "dpwise", "advise", "--gpus", str(ranks),
+           "--device-memory", "80", "--model", model, *flags, "--simulate", "--json"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        return {"why_not": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+    sim: dict = json.loads(done.stdout)["simulated"]["fsdp"]
+    return sim
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ranks", default="8,64,1024")
+    sizes = [int(n) for n in parser.parse_args().ranks.split(",")]
+    print(f"{'model':<22}{'ranks':>6}{'simulated MiB':>15}{'formula MiB':>13}{'formula off':>13}"
+          f"{'tensors':>9}{'s':>6}")  # fmt: skip
+    worst = 0.0
+    for model, args in MODELS:
+        for n in sizes:
+            start = time.perf_counter()
+            sim = advise(model, args, n)
+            took = time.perf_counter() - start
+            if sim.get("peak_bytes") is None:
+                print(f"{model:<22}{n:>6}  not simulated: {sim.get('why_not')}")
+                continue
+            off = sim["formula_off_by"]
+            worst = max(worst, abs(off))
+            print(f"{model:<22}{n:>6}{sim['peak_bytes'] / 2**20:>15,.2f}"
+                  f"{sim['formula_bytes'] / 2**20:>13,.2f}{off:>+13.0%}{sim['tensors']:>9}"
+                  f"{took:>6.0f}")  # fmt: skip
+    print(f"worst |formula − simulation| / simulation: {worst:.0%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -5,8 +5,11 @@ ways it falls back to the formula, saying why."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 SIMPLE_PARAMS = 1000 * 512 + 512 + 512 * 10 + 10  # the guide's SimpleModel
 
@@ -32,16 +35,60 @@ def test_fsdp_at_eight_ranks_shards_the_parameters_and_adamw_state_as_pytorch_do
     ("args", "why"),
     [
         (["--params", "7B"], "no model to simulate"),
-        (["--model", "simple", "--precision", "bf16"], "bf16 is not simulated yet (fp32 only)"),
         (["--model", "simple", "--simulate-timeout", "0.2"], "it did not end within its 0.2 s"),
     ],
-    ids=["count-only", "mixed-precision", "timeout"],
+    ids=["count-only", "timeout"],
 )
 def test_what_is_not_simulated_says_why_and_the_formula_stands(run_here, args, why):
     got = run_here("advise", "--gpus", "8", "--device-memory", "80", *args, "--simulate")
     assert got.returncode == 0, got.stderr
-    assert f"fsdp × 8: not simulated: {why}" in got.stdout
+    for row in ("ddp", "ddp+zero1", "fsdp", "fsdp --no-reshard-after-forward"):
+        assert f"{row} × 8: not simulated: {why}" in got.stdout
     assert "the formula's figure stands" in got.stdout
+    assert "Memory per device (estimate" in got.stdout or "--params" in args[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--gpus", "-8"], "--gpus must be 0 or more, got -8"),
+        (["--gpus", "8", "--nodes", "0"], "--nodes must be at least 1, got 0"),
+        (["--gpus", "eight"], "invalid int value: 'eight'"),
+        (["--gpus", "8", "--nodes", "100000"], "--gpus × --nodes is 800,000 devices, more than"),
+        (["--gpus", "8", "--simulate-timeout", "0"], "--simulate-timeout must be positive"),
+    ],
+    ids=["negative", "no-nodes", "not-a-count", "beyond-any-cluster", "no-time"],
+)
+def test_a_world_size_that_is_not_a_positive_count_is_one_line_and_exit_2(run_here, args, said):
+    got = run_here("advise", "--model", "simple", "--simulate", *args)
+    assert got.returncode == 2
+    assert said in got.stderr and len(got.stderr.strip().splitlines()) == 1
+    assert got.stdout == ""
+
+
+SMALL = {"model_args": {}, "data": None, "data_args": {}, "loss": "auto",
+         "optimizer": "adamw", "momentum": 0.0}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("model", "formula", "why"),
+    [
+        ("simfaults:routed", None, "fake tensors cannot run it (DynamicOutputShapeException"),
+        ("simfaults:hungry", 1, "it ran out of its 4 GiB memory limit"),
+    ],
+    ids=["data-dependent-shape", "memory-limit"],
+)
+def test_a_model_the_simulation_cannot_run_falls_back_saying_why(monkeypatch, model, formula, why):
+    """In a process of its own (the fixtures import there as here): a model whose forward reads
+    its data (fake tensors have none), and one that exhausts the memory limit (real tensors)."""
+    from dpwise.advise import simulate
+    from dpwise.advise.cases import cases
+
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    case = next(c for c in cases("fp32") if c.row == "ddp")
+    (got,) = simulate.simulate({**SMALL, "model": model}, [(case, formula)], 8, 64, 60.0)
+    assert got.peak_bytes is None and got.why_not is not None
+    assert why in got.why_not, got.why_not
 
 
 def test_the_private_apis_are_detected_not_assumed(monkeypatch):
@@ -52,14 +99,61 @@ def test_the_private_apis_are_detected_not_assumed(monkeypatch):
     assert simulate.missing() == "this torch has no torch.no_such_module.FakeStore"
 
 
-def test_fake_tensors_match_real_ones_on_a_transformer_at_eight_ranks():
-    """The same FSDP2 steps with fake tensors and with real ones, in this process (a fake
-    process group each time): on a transformer every category matches to the byte."""
-    from dpwise.advise.simulate import _fsdp_peak
+@pytest.mark.parametrize("row", ["ddp", "ddp+zero1", "fsdp"])
+def test_fake_tensors_match_real_ones_on_a_transformer_at_eight_ranks(row):
+    """The same steps with fake tensors and with real ones, in this process (a fake process
+    group each time): on a transformer the peaks match to the byte (FSDP2's every category;
+    DDP's buckets are counted as activation where the reducer rebuilds them in the second
+    step's forward, as temporaries where it keeps them, under fake tensors)."""
+    from dpwise.advise.cases import cases
+    from dpwise.advise.simulate_run import peak
 
-    spec = {"model": "transformer", "model_args": {"layers": 2, "dim": 64, "heads": 4,
-            "vocab": 128}, "data": None, "data_args": {}, "loss": "auto",
-            "optimizer": "adamw", "momentum": 0.0}  # fmt: skip
-    real = _fsdp_peak(spec, 8, 4, fake=False)
-    fake = _fsdp_peak(spec, 8, 4, fake=True)
-    assert real == fake and real["Total"] > 0
+    spec = {**SMALL, "model": "transformer",
+            "model_args": {"layers": 2, "dim": 64, "heads": 4, "vocab": 128}}  # fmt: skip
+    case = next(c for c in cases("fp32") if c.row == row)
+    real = peak(spec, case, 8, 4, fake=False)
+    fake = peak(spec, case, 8, 4, fake=True)
+    assert real["Total"] == fake["Total"] > 0
+    if case.shards_model:
+        assert real == fake
+    else:
+        moved = real["Activation"] - fake["Activation"]
+        assert moved == fake["Temp"] - real["Temp"] == real["Parameter"]  # one bucket copy
+
+
+def test_zero1_formula_shares_the_tensors_out_as_zero_redundancy_optimizer_does():
+    """advise's ZeRO-1 figure (estimate.zero1_shares) against torch's own partition, on a fake
+    group of 64 ranks: every rank's bytes equal; most ranks own nothing."""
+    import torch
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    from dpwise.advise.estimate import zero1_shares
+    from dpwise.advise.simulate_run import _fake_group
+    from dpwise.workload.spec import resolve_workload
+
+    workload = resolve_workload("transformer", {"layers": 4, "dim": 64, "heads": 4}, None, {},
+                                "auto")  # fmt: skip
+    with torch.device("meta"):
+        params = list(workload.build_model().parameters())
+    with _fake_group(64, 0):
+        zero = ZeroRedundancyOptimizer(params, optimizer_class=torch.optim.AdamW)
+        torch_shares = [sum(p.numel() * 4 for g in groups for p in g["params"])
+                        for groups in zero._partition_parameters()]  # fmt: skip
+    ours = zero1_shares([p.numel() * 4 for p in params], 64)
+    assert ours == torch_shares
+    assert ours.count(0) > 0 and max(ours) > sum(ours) / 64
+
+
+@pytest.mark.slow
+def test_ddp_and_zero1_rows_are_simulated_in_mixed_precision(run_here):
+    """bf16 (autocast, as dpwise trains): every row simulated; ZeRO-1's rank holds less
+    optimizer state than DDP's; the formula's figure beside each that it models."""
+    got = run_here("advise", "--gpus", "4", "--device-memory", "80", "--model", "simple",
+                   "--precision", "bf16", "--simulate", "--json")  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    sim = json.loads(got.stdout)["simulated"]
+    assert all(s["why_not"] is None and s["peak_bytes"] > 0 for s in sim.values()), sim
+    ddp, zero1 = sim["ddp"]["by_category"], sim["ddp+zero1"]["by_category"]
+    assert zero1["Optstate"] < ddp["Optstate"]
+    assert sim["fsdp --no-reshard-after-forward"]["formula_bytes"] is None
+    assert sim["ddp+zero1"]["formula_bytes"] > 0

@@ -201,28 +201,28 @@ def advise(req: AdviseRequest) -> Answer:
 def _simulated(
     req: AdviseRequest, results: dict | None, world: int, s: Settings, memory: Any
 ) -> dict[str, Any]:
-    """Each simulated strategy at ``world`` ranks (dpwise.advise.simulate), its busiest rank
+    """Each simulated case at ``world`` ranks (dpwise.advise.simulate), its busiest rank
     beside the formula's, and the difference (share of the simulated figure)."""
     from dpwise.advise import simulate
+    from dpwise.advise.cases import cases as find_cases
 
     model, args, data, data_args, loss = _workload(req, results)
+    cases = find_cases(s.precision)
     if model is None:
         why = "no model to simulate (--params gives a count, not a model)"
-        return {name: {"world_size": world, "why_not": why} for name in simulate.SIMULATED}
+        return {c.row: {"world_size": world, "why_not": why} for c in cases}
     spec = {"model": model, "model_args": args, "data": data, "data_args": data_args,
             "loss": loss, "optimizer": s.optimizer, "momentum": s.momentum}  # fmt: skip
+    sizes = [None if memory is None else _busiest_bytes(memory[c.formula_row]) for c in cases]
+    got = simulate.simulate(spec, list(zip(cases, sizes, strict=True)), world, s.batch_size,
+                            req.simulate_timeout)  # fmt: skip
     found = {}
-    for name in simulate.SIMULATED:
-        formula = None if memory is None else _busiest_bytes(memory[name])
-        if s.precision != "fp32":
-            got = simulate.Simulated(name, world, None, {}, 0.0,
-                                     f"{s.precision} is not simulated yet (fp32 only)")  # fmt: skip
-        else:
-            got = simulate.simulate(spec, name, world, s.batch_size, req.simulate_timeout, formula)
+    for case, size, sim in zip(cases, sizes, got, strict=True):
+        formula = size if case.formula else None
         diff = None
-        if got.peak_bytes and formula is not None:
-            diff = (formula - got.peak_bytes) / got.peak_bytes
-        found[name] = {**asdict(got), "formula_bytes": formula, "formula_off_by": diff}
+        if sim.peak_bytes and formula is not None:
+            diff = (formula - sim.peak_bytes) / sim.peak_bytes
+        found[case.row] = {**asdict(sim), "formula_bytes": formula, "formula_off_by": diff}
     return found
 
 

@@ -12,6 +12,7 @@ are summed per sample.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, TypedDict
@@ -21,7 +22,6 @@ from torch import nn
 
 from dpwise.advise import kinds
 from dpwise.advise.footprint import footprint
-from dpwise.strategies import names
 from dpwise.strategies.fsdp import shard_units
 from dpwise.workload.spec import Workload
 
@@ -43,6 +43,8 @@ class ModelFacts:
     root_bytes: int = 0  # what FSDP's root unit holds: the parameters no other unit holds
     backward_unit_bytes: int = 0  # the unit held whole with its gradient at FSDP's backward peak
     prefetched_unit_bytes: int = 0  # the unit gathered ahead of it (the one before it in forward)
+    # each trainable tensor's bytes, in the model's order: how ZeRO-1 shares them out
+    tensor_bytes: tuple[int, ...] = ()
 
 
 def _bytes(params: Iterable[torch.Tensor]) -> int:
@@ -88,6 +90,24 @@ def _states(model: nn.Module) -> tuple[int, int, int, Units]:
     return count, _bytes(params), trainable, fsdp_units(model)
 
 
+def _tensor_bytes(model: nn.Module) -> tuple[int, ...]:
+    return tuple(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+
+def zero1_shares(tensor_bytes: Iterable[int], world: int) -> list[int]:
+    """Each rank's bytes of the trainable tensors as torch's ZeroRedundancyOptimizer assigns
+    them: whole tensors, largest first, each to the rank that holds the least so far (the
+    first such rank). At a world larger than the model's tensors most ranks own nothing, and
+    the busiest owns far more than 1/W."""
+    shares = [0] * world
+    heap = [(0, rank) for rank in range(world)]  # (bytes so far, rank): the least, then first
+    for size in sorted(tensor_bytes, reverse=True):
+        held, rank = heapq.heappop(heap)
+        shares[rank] = held + size
+        heapq.heappush(heap, (held + size, rank))
+    return shares
+
+
 def optimizer_bytes(trainable: int, optimizer: str, momentum: float) -> int:
     """AdamW keeps two moments per parameter; SGD one momentum buffer, or none."""
     if optimizer == "adamw":
@@ -129,6 +149,7 @@ def model_facts(
         fp.floor_bytes,
         units.root,
         *units.backward_peak,
+        _tensor_bytes(meta_model),
     )
 
 
@@ -266,16 +287,32 @@ class StrategyEstimate(TypedDict):
     peak_bytes: int
 
 
+def _optimizer_sharded(
+    facts: ModelFacts, devices: list[dict[str, int]], s: Settings
+) -> list[dict[str, int]]:
+    """``devices`` with the optimizer state shared out as ZeRO-1 does (``zero1_shares``); a
+    count without a model is taken as ``blocks`` equal tensors."""
+    sizes = facts.tensor_bytes or (facts.trainable_bytes // facts.blocks,) * facts.blocks
+    shares = zero1_shares(sizes, len(devices))
+    return [
+        {**d, "optimizer_state": optimizer_bytes(share, s.optimizer, s.momentum)}
+        for d, share in zip(devices, shares, strict=True)
+    ]
+
+
 def estimate_all(
     facts: ModelFacts, world: int, s: Settings, dp_world: int | None = None
 ) -> dict[str, StrategyEstimate]:
-    """Every registered strategy's per-device estimate: a process per device spans ``world``
-    devices, one process driving several GPUs spans ``dp_world`` of one node."""
+    """Every registered strategy's per-device estimate (and ddp+zero1's: kinds.memory_rows): a
+    process per device spans ``world`` devices, one process driving several GPUs spans
+    ``dp_world`` of one node."""
     out: dict[str, StrategyEstimate] = {}
-    for strategy in names():
+    for row, strategy, sharded in kinds.memory_rows():
         size = kinds.devices(strategy, world, dp_world or world)
         devices = per_device(facts, strategy, size, s)
-        out[strategy] = {
+        if sharded:
+            devices = _optimizer_sharded(facts, devices, s)
+        out[row] = {
             "world_size": size,
             "per_device": [
                 {"device": i, "bytes": sum(d.values()), "breakdown": d}
@@ -287,7 +324,8 @@ def estimate_all(
 
 
 def facts_dict(facts: ModelFacts) -> dict[str, Any]:
-    return asdict(facts)
+    """The facts for the answer; each tensor's size is left out (hundreds of numbers)."""
+    return {k: v for k, v in asdict(facts).items() if k != "tensor_bytes"}
 
 
 def facts_from_count(parameters: int) -> ModelFacts:

@@ -7,7 +7,7 @@ traits of one of these kinds is estimated and launched like it.
 
 from __future__ import annotations
 
-from dpwise.strategies import traits
+from dpwise.strategies import names, traits
 from dpwise.strategies.traits import VISIBLE, Traits
 
 ONE_DEVICE = "one-device"
@@ -38,6 +38,19 @@ def devices(strategy: str, world: int, one_node: int) -> int:
     if k in (REPLICA_PER_PROCESS, SHARD_PER_PROCESS):
         return world
     return one_node if k == ONE_PROCESS_MANY_DEVICES else 1
+
+
+def memory_rows() -> list[tuple[str, str, bool]]:
+    """The rows of advise's memory estimate, as (row, strategy, optimizer sharded): every
+    registered strategy, and each that can shard its optimizer state (its ``shards_optimizer``
+    option) once more with it sharded, as ``<name>+<option>`` (ddp+zero1)."""
+    rows = []
+    for name in names():
+        rows.append((name, name, False))
+        option = traits(name).shards_optimizer
+        if option:
+            rows.append((f"{name}+{option}", name, True))
+    return rows
 
 
 SCRIPT_HINTS = {

@@ -48,6 +48,9 @@ def model_size(text: str) -> int:
     return count
 
 
+MAX_WORLD = 131_072  # devices: beyond the largest clusters; each device is a row of the estimate
+
+
 def _zero_or_more(flag: str, value: int | None) -> None:
     if value is not None and value < 0:
         raise DpwiseError(f"{flag} must be 0 or more, got {value}")
@@ -109,9 +112,9 @@ class AdviseRequest(WorkloadSettings):
     json: bool = setting(False, action="store_true", help="machine-readable answer")
     simulate: bool = setting(
         False, action="store_true",
-        help="also run PyTorch's own FSDP2 sharding on a fake process group of --gpus × --nodes "
-        "ranks, with fake tensors (no devices, no data), and report the busiest rank's peak by "
-        "category beside the formula's (a few seconds to a minute; fp32)",
+        help="also run PyTorch's own DDP, ZeroRedundancyOptimizer and FSDP2 on a fake process "
+        "group of --gpus × --nodes ranks (no devices; fake tensors for large models) and report "
+        "the busiest rank's peak by category beside the formula's (seconds to a minute each)",
     )  # fmt: skip
     simulate_timeout: float = setting(
         120.0, type=float, metavar="S", checks=[positive],
@@ -123,6 +126,12 @@ class AdviseRequest(WorkloadSettings):
 
     def __post_init__(self) -> None:
         validate(self)
+        world = (self.gpus or 0) * (self.nodes or 1)
+        if world > MAX_WORLD:
+            raise DpwiseError(
+                f"--gpus × --nodes is {world:,} devices, more than the {MAX_WORLD:,} advise "
+                "estimates; give the devices of the job you will run"
+            )
         if self.job_out is not None and self.scheduler is None:
             raise DpwiseError("--job-out names the job --scheduler writes; give --scheduler too")
         if self.model is not None and self.params is not None:

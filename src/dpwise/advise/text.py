@@ -26,14 +26,14 @@ PARTS = (
 
 
 def _memory_table(memory: dict[str, Any]) -> list[str]:
-    header = f"  {'strategy':<8}{'devices':>8}{'peak/device':>13}  " + "  ".join(
+    header = f"  {'strategy':<10}{'devices':>8}{'peak/device':>13}  " + "  ".join(
         f"{short:>11}" for _, short in PARTS
     )
     lines = [header]
     for name, est in memory.items():
         busiest = max(est["per_device"], key=lambda d: d["bytes"])["breakdown"]
         cells = "  ".join(f"{size(busiest[k]) if k in busiest else '–':>11}" for k, _ in PARTS)
-        lines.append(f"  {name:<8}{est['world_size']:>8}{size(est['peak_bytes']):>13}  {cells}")
+        lines.append(f"  {name:<10}{est['world_size']:>8}{size(est['peak_bytes']):>13}  {cells}")
     return lines
 
 
@@ -93,9 +93,13 @@ def _simulated(name: str, sim: dict) -> str:
     split = ", ".join(f"{k.lower()} {_mib(v)}" for k, v in ordered)
     peak = _mib(sim["peak_bytes"])
     how = f"{sim.get('tensors', 'fake')} tensors, {sim['seconds']:.0f} s"
-    said = f"{name} × {world}: busiest rank {peak} ({split}; {how})"
+    rank = sim.get("rank") or 0
+    who = f"rank {rank}, which owns the most optimizer state," if rank else "busiest rank"
+    said = f"{name} × {world}: {who} {peak} ({split}; {how})"
     off = sim.get("formula_off_by")
-    if off is not None:
+    if sim.get("formula_bytes") is None:
+        said += "; the formula does not model these settings"
+    elif off is not None:
         said += f"; the formula says {_mib(sim['formula_bytes'])}"
         if abs(off) > 0.10:
             said += f", {abs(off):.0%} {'over' if off > 0 else 'under'} the simulation"

@@ -63,6 +63,7 @@ class DDPStrategy(WholeModel, ProcessGroupStrategy):
             "comm_hook",
             "zero1",
         ),
+        shards_optimizer="zero1",
     )
     name = traits.name
 

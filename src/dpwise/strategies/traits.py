@@ -37,6 +37,10 @@ class Traits:
     shards_model: bool = False
     """Each process holds 1/W of the parameters, gradients and optimizer state (fsdp), not a
     whole replica: the memory estimate and the memory check read it."""
+    shards_optimizer: str = ""
+    """The option (one of ``options``) that shards the optimizer state over the processes,
+    ZeRO-1 style (ddp: zero1, torch's ZeroRedundancyOptimizer); advise estimates it as a row
+    of its own, named ``<name>+<option>``."""
 
     def __post_init__(self) -> None:
         if self.devices not in (OWN, VISIBLE):
@@ -45,3 +49,5 @@ class Traits:
             raise ValueError(f"{self.name}: a world of several processes needs multiprocess")
         if self.multiprocess and not self.process_group:
             raise ValueError(f"{self.name}: several processes need a process group")
+        if self.shards_optimizer and self.shards_optimizer not in self.options:
+            raise ValueError(f"{self.name}: shards_optimizer must be one of its options")

@@ -1,7 +1,8 @@
-"""The formula's per-device memory against the simulation's (`dpwise advise --simulate`: FSDP2's
-own sharding on a fake process group), for fsdp's busiest rank, on built-in and library models at
-8, 64 and 1,024 ranks. Each line is one `dpwise advise --gpus N --device-memory 80 --model M
---simulate --json` (global batch 256, AdamW, fp32); a model the simulation cannot run says why.
+"""The formula's per-device memory against the simulation's (`dpwise advise --simulate`: PyTorch's
+own DDP, ZeroRedundancyOptimizer and FSDP2 on a fake process group), for the busiest rank of ddp,
+ddp+zero1 and fsdp, on built-in and library models at 8, 64 and 1,024 ranks. Each model and
+rank count is one `dpwise advise --gpus N --device-memory 80 --model M --simulate --json`
+(global batch 256, AdamW, fp32); a model the simulation cannot run says why.
 
 Run: .venv/bin/python bench/simulate_scale.py [--ranks 8,64,1024]
 """
@@ -60,31 +61,42 @@ def advise(model: str, args: list[str], ranks: int) -> dict:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         return {"why_not": (done.stderr.strip().splitlines() or ["failed"])[-1]}
-    sim: dict = json.loads(done.stdout)["simulated"]["fsdp"]
-    return sim
+    sims: dict = json.loads(done.stdout)["simulated"]
+    return sims
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ranks", default="8,64,1024")
     sizes = [int(n) for n in parser.parse_args().ranks.split(",")]
-    print(f"{'model':<22}{'ranks':>6}{'simulated MiB':>15}{'formula MiB':>13}{'formula off':>13}"
-          f"{'tensors':>9}{'s':>6}")  # fmt: skip
-    worst = 0.0
+    print(f"{'model':<22}{'case':<11}{'ranks':>6}{'simulated MiB':>15}{'formula MiB':>13}"
+          f"{'formula off':>13}{'tensors':>9}{'s':>6}")  # fmt: skip
+    worst: dict[str, float] = {}
     for model, args in MODELS:
         for n in sizes:
             start = time.perf_counter()
-            sim = advise(model, args, n)
+            sims = advise(model, args, n)
             took = time.perf_counter() - start
-            if sim.get("peak_bytes") is None:
-                print(f"{model:<22}{n:>6}  not simulated: {sim.get('why_not')}")
+            if "why_not" in sims:
+                print(f"{model:<22}{n:>6}  advise failed: {sims['why_not']}")
                 continue
-            off = sim["formula_off_by"]
-            worst = max(worst, abs(off))
-            print(f"{model:<22}{n:>6}{sim['peak_bytes'] / 2**20:>15,.2f}"
-                  f"{sim['formula_bytes'] / 2**20:>13,.2f}{off:>+13.0%}{sim['tensors']:>9}"
-                  f"{took:>6.0f}")  # fmt: skip
-    print(f"worst |formula − simulation| / simulation: {worst:.0%}")
+            for case, sim in sims.items():
+                worst[case] = max(worst.get(case, 0.0), _line(model, case, n, sim, took))
+    for case, off in worst.items():
+        print(f"{case}: worst |formula − simulation| / simulation: {off:.0%}")
+
+
+def _line(model: str, case: str, n: int, sim: dict, took: float) -> float:
+    """Prints one case's line; its |formula − simulation| / simulation (0 where unknown)."""
+    if sim.get("peak_bytes") is None:
+        print(f"{model:<22}{case[:10]:<11}{n:>6}  not simulated: {sim.get('why_not')}")
+        return 0.0
+    off = sim["formula_off_by"]
+    said = "–" if off is None else f"{off:+.0%}"
+    formula = "–" if sim["formula_bytes"] is None else f"{sim['formula_bytes'] / 2**20:,.2f}"
+    print(f"{model:<22}{case[:10]:<11}{n:>6}{sim['peak_bytes'] / 2**20:>15,.2f}{formula:>13}"
+          f"{said:>13}{sim['tensors']:>9}{took:>6.0f}")  # fmt: skip
+    return 0.0 if off is None else abs(off)
 
 
 if __name__ == "__main__":

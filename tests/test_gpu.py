@@ -103,3 +103,24 @@ def test_watch_names_an_nccl_hang_and_diagnose_reads_nccls_dumps_and_watchdog(tm
     got = run_cli("diagnose", str(dumps))
     assert got.returncode == 0, got.stderr
     assert "rank 0 waits in barrier" in got.stdout, got.stdout
+
+
+def test_simulation_calibrated_against_the_cuda_allocator(tmp_path):
+    """The simulation's figure (the tracker's peak) beside the CUDA caching allocator's, each case
+    on a real GPU (bench/simulate_calibration.py): the tracker counts what the allocator hands
+    out, so it lies within the allocator's active peak and 25 % of it; reserved adds its cache,
+    the context the rest (docs/measurements.md states the figures)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench" / "simulate_calibration.py"
+    out = tmp_path / "calibration.json"
+    proc = subprocess.run([sys.executable, str(bench), "--json", str(out)], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    for line in json.loads(out.read_text()):
+        assert line["tracker_peak"] <= line["allocated_peak"] * 1.01, line
+        assert line["tracker_peak"] >= 0.75 * line["allocated_peak"], line
+        assert line["allocated_peak"] <= line["reserved_peak"], line
+        assert line["context"] > 0, line

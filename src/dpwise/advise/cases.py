@@ -23,6 +23,7 @@ class Case:
     reshard_after_forward: bool = True
     precision: str = "fp32"  # "bf16"/"fp16": autocast, as dpwise trains
     formula: bool = True  # whether the formula models these settings
+    device: str = "cpu"  # where the tensors live ("cuda:0": the calibration on a real GPU)
 
 
 def cases(precision: str) -> list[Case]:

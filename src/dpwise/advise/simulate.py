@@ -17,8 +17,9 @@ from typing import Any
 
 from dpwise.advise.cases import Case
 
-# torch's private APIs the simulation uses: their module and name
+# what the simulation uses of torch, private or recent: their module and name
 PRIVATE = (
+    ("torch.distributed.fsdp", "fully_shard"),
     ("torch.testing._internal.distributed.fake_pg", "FakeStore"),
     ("torch.distributed._tools.fsdp2_mem_tracker", "FSDPMemTracker"),
     ("torch.distributed._tools.mem_tracker", "MemTracker"),

@@ -40,14 +40,15 @@ def peak(spec: dict[str, Any], case: Case, world: int, rows: int, fake: bool) ->
     rank = _busiest_owner(workload, spec, world) if case.zero1 else 0
     with _fake_group(world, rank):
         if not fake:
-            got = _steps(workload, workload.build_model(), spec, case, x, y, fake)
-            return {**got, "rank": rank}
+            model = workload.build_model().to(case.device)
+            x, y = (map_tensors(t, lambda t: t.to(case.device)) for t in (x, y))
+            return {**_steps(workload, model, spec, case, x, y, fake), "rank": rank}
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         with torch.device("meta"):  # no memory; a deepcopy in it makes no fake mode of its own
             model = workload.build_model()
         with FakeTensorMode(allow_non_fake_inputs=True):  # the meta model's tensors made fake
-            model.to_empty(device="cpu")
+            model.to_empty(device=case.device)
             fx, fy = (map_tensors(t, _zeros) if t is not None else None for t in (x, y))
             return {**_steps(workload, model, spec, case, fx, fy, fake), "rank": rank}
 
@@ -91,7 +92,7 @@ def _steps(workload: Any, model: Any, spec: dict[str, Any], case: Case, x: Any, 
         tracker.track_inputs((x,))
     with tracker:
         for step in range(2):
-            with _autocast(case.precision):
+            with _autocast(case.precision, case.device):
                 loss = step_loss(workload, model, x, y)
             loss.backward()
             opt.step()
@@ -121,7 +122,7 @@ def _fsdp(model: Any, spec: dict[str, Any], case: Case, fake: bool) -> tuple[Any
     from dpwise.strategies.fsdp import shard_units
 
     with _real_mode():  # the mesh is real, also under fake tensors
-        mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+        mesh = init_device_mesh(torch.device(case.device).type, (dist.get_world_size(),))
     policy = MixedPrecisionPolicy(reduce_dtype=torch.float32)
     for _, unit in shard_units(model):
         fully_shard(unit, mesh=mesh, mp_policy=policy,
@@ -200,13 +201,14 @@ def _zeros(t: Any) -> Any:
     return torch.zeros(t.shape, dtype=t.dtype)
 
 
-def _autocast(precision: str) -> contextlib.AbstractContextManager[Any]:
+def _autocast(precision: str, device: str) -> contextlib.AbstractContextManager[Any]:
     """Autocast to bf16 or fp16 as dpwise trains in mixed precision; fp32: nothing."""
     import torch
 
     if precision == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast("cpu", dtype={"bf16": torch.bfloat16, "fp16": torch.float16}[precision])
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    return torch.autocast(torch.device(device).type, dtype=dtype)
 
 
 def _optimizer_class(spec: dict[str, Any]) -> Any:

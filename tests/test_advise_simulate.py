@@ -157,3 +157,20 @@ def test_ddp_and_zero1_rows_are_simulated_in_mixed_precision(run_here):
     assert zero1["Optstate"] < ddp["Optstate"]
     assert sim["fsdp --no-reshard-after-forward"]["formula_bytes"] is None
     assert sim["ddp+zero1"]["formula_bytes"] > 0
+
+
+def test_zero1_is_simulated_as_the_rank_that_owns_the_most(monkeypatch):
+    """Over two ranks ZeroRedundancyOptimizer gives rank 1 both 100×90 weights: the simulation
+    runs as rank 1, and its optimizer state is AdamW's two moments of what rank 1 owns."""
+    from dpwise.advise.cases import cases
+    from dpwise.advise.estimate import zero1_shares
+    from dpwise.advise.simulate_run import peak
+
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    case = next(c for c in cases("fp32") if c.row == "ddp+zero1")
+    got = peak({**SMALL, "model": "simfaults:uneven", "data_args": {"shape": "100"}}, case, 2,
+               4, fake=False)  # fmt: skip
+    sizes = [100 * 100 * 4, 100 * 4, 100 * 90 * 4, 90 * 4, 90 * 100 * 4, 100 * 4]
+    shares = zero1_shares(sizes, 2)
+    assert got["rank"] == 1 == shares.index(max(shares))
+    assert got["Optstate"] >= 2 * shares[1]

@@ -42,7 +42,11 @@ def test_fsdp_at_eight_ranks_shards_the_parameters_and_adamw_state_as_pytorch_do
 def test_what_is_not_simulated_says_why_and_the_formula_stands(run_here, args, why):
     got = run_here("advise", "--gpus", "8", "--device-memory", "80", *args, "--simulate")
     assert got.returncode == 0, got.stderr
-    for row in ("ddp", "ddp+zero1", "fsdp", "fsdp --no-reshard-after-forward"):
+    rows = ("ddp", "ddp+zero1", "fsdp", "fsdp --no-reshard-after-forward")
+    assert f"{rows[0]} × 8: not simulated: {why}" in got.stdout
+    if "0.2 s" in why:  # the rest are not tried: a model that hangs would hang them all
+        why = "the case before it ran out of its 0.2 s; give --simulate-timeout more"
+    for row in rows[1:]:
         assert f"{row} × 8: not simulated: {why}" in got.stdout
     assert "the formula's figure stands" in got.stdout
     assert "Memory per device (estimate" in got.stdout or "--params" in args[0]
@@ -75,8 +79,9 @@ SMALL = {"model_args": {}, "data": None, "data_args": {}, "loss": "auto",
     [
         ("simfaults:routed", None, "fake tensors cannot run it (DynamicOutputShapeException"),
         ("simfaults:hungry", 1, "it ran out of its 4 GiB memory limit"),
+        ("simfaults:killed", 1, "its process ended without an answer (-9)"),
     ],
-    ids=["data-dependent-shape", "memory-limit"],
+    ids=["data-dependent-shape", "memory-limit", "killed"],
 )
 def test_a_model_the_simulation_cannot_run_falls_back_saying_why(monkeypatch, model, formula, why):
     """In a process of its own (the fixtures import there as here): a model whose forward reads

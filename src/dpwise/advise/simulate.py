@@ -116,7 +116,11 @@ def _answer(proc: Any, out: Any, timeout: float) -> tuple[str, Any, float]:
         except queue.Empty:
             if not proc.is_alive() and out.empty():
                 return "error", f"its process ended without an answer ({proc.exitcode})", 0.0
-    return "timeout", f"it did not end within its {timeout:g} s", 0.0
+    return "timeout", _late(timeout), 0.0
+
+
+def _late(timeout: float) -> str:
+    return f"it did not end within its {timeout:g} s"
 
 
 def simulate(spec: dict[str, Any], todo: list[tuple[Case, int | None]], world: int,
@@ -134,6 +138,9 @@ def simulate(spec: dict[str, Any], todo: list[tuple[Case, int | None]], world: i
     done: list[Simulated] = []
     while len(done) < len(jobs):
         done += _run(spec, jobs[len(done) :], world, rows, timeout)
+        if done[-1].why_not == _late(timeout):  # a model that hangs would hang every case
+            why = f"the case before it ran out of its {timeout:g} s; give --simulate-timeout more"
+            done += [Simulated(c.row, world, None, {}, 0.0, why) for c, _ in jobs[len(done) :]]
     return done
 
 

@@ -107,9 +107,7 @@ def test_the_private_apis_are_detected_not_assumed(monkeypatch):
 @pytest.mark.parametrize("row", ["ddp", "ddp+zero1", "fsdp"])
 def test_fake_tensors_match_real_ones_on_a_transformer_at_eight_ranks(row):
     """The same steps with fake tensors and with real ones, in this process (a fake process
-    group each time): on a transformer the peaks match to the byte (FSDP2's every category;
-    DDP's buckets are counted as activation where the reducer rebuilds them in the second
-    step's forward, as temporaries where it keeps them, under fake tensors)."""
+    group each time): on a transformer every category matches to the byte."""
     from dpwise.advise.cases import cases
     from dpwise.advise.simulate_run import peak
 
@@ -118,12 +116,7 @@ def test_fake_tensors_match_real_ones_on_a_transformer_at_eight_ranks(row):
     case = next(c for c in cases("fp32") if c.row == row)
     real = peak(spec, case, 8, 4, fake=False)
     fake = peak(spec, case, 8, 4, fake=True)
-    assert real["Total"] == fake["Total"] > 0
-    if case.shards_model:
-        assert real == fake
-    else:
-        moved = real["Activation"] - fake["Activation"]
-        assert moved == fake["Temp"] - real["Temp"] == real["Parameter"]  # one bucket copy
+    assert real == fake and real["Total"] > 0
 
 
 def test_zero1_formula_shares_the_tensors_out_as_zero_redundancy_optimizer_does():

@@ -11,7 +11,8 @@ construction-time check that every rank's parameters have the same shapes reads 
 is skipped: the ranks of a simulation are one model), its communication hook must return the
 bucket (the default all-reduce's future has no value on a fake group; the hook returns the
 bucket as the all-reduce does, in place), and the reducer's bucket rebuild after the first step
-reads data too (it is declined: the buckets keep their construction order, the same bytes).
+reads data too (it is declined: the buckets keep their construction order, the same bytes; with
+real tensors too, so that the bucket is counted in the same category, a temporary, either way).
 
 ZeRO-1 is simulated as the rank that owns the most: ZeroRedundancyOptimizer's own partition is
 asked first (whole tensors, largest first), then the process group is made again as that rank.
@@ -150,8 +151,7 @@ def _ddp(model: Any, spec: dict[str, Any], case: Case, fake: bool) -> tuple[Any,
     finally:
         ddp_module._verify_param_shape_across_processes = check
     wrapped.register_comm_hook(None, _bucket_as_is)
-    if fake:
-        wrapped.reducer = _NoRebuild(wrapped.reducer)
+    wrapped.reducer = _NoRebuild(wrapped.reducer)  # real tensors too: the same categories
     if case.zero1:
         opt = ZeroRedundancyOptimizer(wrapped.parameters(), optimizer_class=_optimizer_class(spec),
                                       **_optimizer_args(spec))  # fmt: skip

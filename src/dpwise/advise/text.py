@@ -92,7 +92,8 @@ def _simulated(name: str, sim: dict) -> str:
     ordered = sorted(parts.items(), key=lambda kv: -kv[1])
     split = ", ".join(f"{k.lower()} {_mib(v)}" for k, v in ordered)
     peak = _mib(sim["peak_bytes"])
-    how = f"{sim.get('tensors', 'fake')} tensors, {sim['seconds']:.0f} s"
+    took = sim["seconds"]
+    how = f"{sim.get('tensors', 'fake')} tensors, {took:.{1 if took < 10 else 0}f} s"
     rank = sim.get("rank") or 0
     who = f"rank {rank}, which owns the most optimizer state," if rank else "busiest rank"
     said = f"{name} × {world}: {who} {peak} ({split}; {how})"

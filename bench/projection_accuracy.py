@@ -1,18 +1,19 @@
-"""How well the scaling projection predicts ddp × 2 across two real hosts, link by link.
+"""How well the scaling projection predicts ddp × n across n real hosts (2 or 4), link by link.
 
-For each workload: `dpwise compare` measures ddp × 2 on this machine (the per-device compute, the
-gradient bytes, DDP's buckets as launched). Then for each link shape: two network namespaces
-joined by a veth pair shaped with tc (tests/netlab.py) become two hosts; `dpwise probe-link`
-measures the link between them; the projection (`project_ddp` on that probe, n = 2) predicts the
-step time; `dpwise train --strategy ddp --nnodes 2 --nproc 1` across the two hosts measures it
-(the median step of the epochs after the first). The benchmark prints each case's projected and
-measured step, the error, and the probe's large-message busbw against the configured rate.
+For each workload: `dpwise compare` measures ddp × n on this machine (the per-device compute, the
+gradient bytes, DDP's buckets as launched). Then for each link shape: n network namespaces become
+n hosts (tests/netlab.py): two joined by a veth pair, or --hosts 4 on one bridge, each host's veth
+to it shaped; shaping is tc's, on both ends of each veth. `dpwise probe-link` measures the links
+between the hosts; the projection (`project_ddp` on that probe, at n) predicts the step time;
+`dpwise train --strategy ddp --nnodes n --nproc 1` across the hosts measures it (the median step
+of the epochs after the first). The benchmark prints each case's projected and measured step, the
+error, and the probe's large-message busbw against the configured rate.
 
 Targets: |error| ≤ 15 % in every case; the probe's busbw within 10 % of the tc rate.
 A delay case runs where tc's netem exists (this project's machine has no netem: it says so).
 Needs root (namespaces); every namespace, veth and qdisc is removed, also on failure or Ctrl-C.
 
-Run: .venv/bin/python bench/projection_accuracy.py [--workloads simple,transformer]
+Run: .venv/bin/python bench/projection_accuracy.py [--hosts 2|4] [--workloads simple,transformer]
      [--rates 50mbit,100mbit,200mbit,1gbit] [--delay 2ms@200mbit]
 """
 
@@ -44,45 +45,49 @@ def dpwise(*args: str) -> list[str]:
     return [sys.executable, "-m", "dpwise", *args]
 
 
-def compare(workload: str, out: Path) -> dict:
+def compare(workload: str, hosts: int, out: Path) -> dict:
     cmd = dpwise("compare", "--model", workload, "--strategies", "single,ddp", "--world-sizes",
-                 "2", "--quiet", "--out", str(out))  # fmt: skip
+                 str(hosts), "--quiet", "--out", str(out))  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=LIMIT_S)
     if done.returncode not in (0, 1):  # 1: a check warned, the figures are there
         sys.exit(f"dpwise compare --model {workload} failed: {done.stderr.strip()[-800:]}")
     return json.loads((out / "results.json").read_text())
 
 
-def on_both(net: netlab.NetPair, args: list[str]) -> list[str]:
-    """Run the same command on both hosts; return their outputs (fail on a non-zero exit)."""
+Net = netlab.NetPair | netlab.NetHosts
+
+
+def on_every_host(net: Net, args: list[str]) -> list[str]:
+    """Run the same command on every host; return their outputs (fail on a non-zero exit)."""
     procs = [
         net.popen(side, args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for side in "ab"
+        for side in net.sides
     ]
     outs = [p.communicate(timeout=LIMIT_S)[0] for p in procs]
-    for side, proc, out in zip("ab", procs, outs, strict=True):
+    for side, proc, out in zip(net.sides, procs, outs, strict=True):
         if proc.returncode != 0:
             sys.exit(f"host {side}: {' '.join(args[2:5])} exited {proc.returncode}: {out[-1500:]}")
     return outs
 
 
-def multinode(net: netlab.NetPair, port: int) -> list[str]:
+def multinode(net: Net, port: int) -> list[str]:
     endpoint = f"{net.addr['a']}:{port}"
-    return ["--nnodes", "2", "--nproc", "1", "--rdzv-endpoint", endpoint, "--timeout", "120"]
+    nnodes = str(len(net.sides))
+    return ["--nnodes", nnodes, "--nproc", "1", "--rdzv-endpoint", endpoint, "--timeout", "120"]
 
 
-def probe(net: netlab.NetPair, max_bytes: int, out: Path) -> dict:
+def probe(net: Net, max_bytes: int, out: Path) -> dict:
     args = dpwise("probe-link", "--max-bytes", str(max_bytes), "--out", str(out),
                   *multinode(net, PORT))  # fmt: skip
-    on_both(net, args)
+    on_every_host(net, args)
     return json.loads(out.read_text())
 
 
-def measured_step_ms(net: netlab.NetPair, workload: str, out: Path) -> float:
+def measured_step_ms(net: Net, workload: str, out: Path) -> float:
     args = dpwise("train", "--strategy", "ddp", "--model", workload, "--threads", "1",
                   "--epochs", str(EPOCHS[workload]), "--quiet", "--overwrite", "--out", str(out),
                   *multinode(net, PORT + 1))  # fmt: skip
-    on_both(net, args)
+    on_every_host(net, args)
     epochs = json.loads((out / "metrics.json").read_text())["epochs"][1:]
     return statistics.median(e["seconds"] / e["steps"] for e in epochs) * 1e3
 
@@ -93,15 +98,24 @@ def large_busbw(probe_result: dict) -> float:
     return max(points, key=lambda p: p["bytes"])["busbw_bytes_per_s"]
 
 
-def case(workload: str, results: dict, shape: dict, tmp: Path) -> dict:
+def hosts_net(hosts: int, shape: dict) -> Net:
+    """Two hosts joined by a veth pair, or more on one bridge; each link shaped as ``shape``."""
+    rate, delay = shape.get("rate"), shape.get("delay")
+    if hosts == 2:
+        return netlab.NetPair(rate=rate, delay=delay)
+    return netlab.NetHosts(hosts, rate=rate, delay=delay)
+
+
+def case(workload: str, hosts: int, results: dict, shape: dict, tmp: Path) -> dict:
     inputs = inputs_from_results(results)
-    with netlab.NetPair(rate=shape.get("rate"), delay=shape.get("delay")) as net:
+    assert inputs.measured_world == hosts, (inputs.measured_world, hosts)
+    with hosts_net(hosts, shape) as net:
         found = probe(net, max(4 * inputs.gradient_bytes, 8 << 20), tmp / "probe.json")
         measured = measured_step_ms(net, workload, tmp / "train")
-    point = project_ddp(inputs, link_from_probe(found), 2)
+    point = project_ddp(inputs, link_from_probe(found), hosts)
     projected = point.step_ms
-    row = {"workload": workload, **shape, "projected_ms": projected, "measured_ms": measured,
-           "compute_ms": point.compute_ms, "exposed_ms": point.exposed_ms,
+    row = {"workload": workload, "hosts": hosts, **shape, "projected_ms": projected,
+           "measured_ms": measured, "compute_ms": point.compute_ms, "exposed_ms": point.exposed_ms,
            "probe_points": found["ops"]["all_reduce"]["points"][-4:],
            "error": projected / measured - 1, "busbw_bytes_per_s": large_busbw(found)}  # fmt: skip
     if shape.get("rate"):
@@ -130,6 +144,7 @@ def show(row: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=int, choices=(2, 4), default=2)
     parser.add_argument("--workloads", default="simple,transformer")
     parser.add_argument("--rates", default="50mbit,100mbit,200mbit,1gbit")
     parser.add_argument("--delay", default="2ms@200mbit", help="DELAY@RATE ('' for none)")
@@ -142,15 +157,15 @@ def main() -> int:
     if any(s.get("delay") for s in chosen) and not netlab.NetPair.can_delay():
         print("delay case: not run: this kernel has no tc netem qdisc (only tbf shapes rate)")
         chosen = [s for s in chosen if not s.get("delay")]
-    print("step ms of ddp × 2 across two hosts:")
+    print(f"step ms of ddp × {args.hosts} across {args.hosts} hosts:")
     print(f"{'workload':<12} {'link (tc)':<16} {'probe busbw (vs rate)':<26} "
           f"{'projected':>10} {'measured':>10} {'error':>8}")  # fmt: skip
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for workload in args.workloads.split(","):
-            results = compare(workload, Path(tmp) / f"compare-{workload}")
+            results = compare(workload, args.hosts, Path(tmp) / f"compare-{workload}")
             for shape in chosen:
-                rows.append(case(workload, results, shape, Path(tmp)))
+                rows.append(case(workload, args.hosts, results, shape, Path(tmp)))
                 print(show(rows[-1]), flush=True)
     worst = max(abs(r["error"]) for r in rows)
     probes = [abs(r["busbw_vs_rate"]) for r in rows if "busbw_vs_rate" in r]

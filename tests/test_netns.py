@@ -25,9 +25,9 @@ RUN_LIMIT_S = 180
 STEPS = 10  # enough to prove two hosts train as one process; an epoch adds nothing to that
 
 
-def _train_args(out: Path, endpoint: str) -> list[str]:
+def _train_args(out: Path, endpoint: str, nnodes: int = 2) -> list[str]:
     return [
-        sys.executable, "-m", "dpwise", "train", "--strategy", "ddp", "--nnodes", "2",
+        sys.executable, "-m", "dpwise", "train", "--strategy", "ddp", "--nnodes", str(nnodes),
         "--nproc", "1", "--rdzv-endpoint", endpoint, "--threads", "1", "--epochs", "1",
         "--max-steps", str(STEPS), "--timeout", "60", "--out", str(out),
     ]  # fmt: skip
@@ -71,18 +71,27 @@ import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {tests!r})
 import netlab
-with netlab.NetPair(rate="200mbit") as net:
+with {make} as net:
     net.popen("b", ["sleep", "600"])  # a process still running inside is killed too
-    print("ready", *net.ns.values(), flush=True)
+    print("ready", *net.namespaces, flush=True)
     time.sleep(600)
 """
 
 
+PAIR = 'netlab.NetPair(rate="200mbit")'
+FOUR = 'netlab.NetHosts(4, rate="200mbit")'  # four hosts and the switch: five namespaces
+
+
+def _holder(make: str) -> subprocess.Popen[str]:
+    code = _HOLDER.format(tests=str(Path(__file__).parent), make=make)
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+
+
 @needs_netns
+@pytest.mark.parametrize("make", [PAIR, FOUR], ids=["pair", "four"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_a_signal_to_the_holder_removes_the_pair(sig):
-    code = _HOLDER.format(tests=str(Path(__file__).parent))
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+def test_a_signal_to_the_holder_removes_the_net(sig, make):
+    holder = _holder(make)
     try:
         ready, *names = holder.stdout.readline().split()
         assert ready == "ready"
@@ -103,17 +112,17 @@ def test_a_signal_to_the_holder_removes_the_pair(sig):
 
 
 @needs_netns
-def test_sweep_removes_what_a_killed_holder_left():
-    code = _HOLDER.format(tests=str(Path(__file__).parent))
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+@pytest.mark.parametrize(("make", "made"), [(PAIR, 2), (FOUR, 5)], ids=["pair", "four"])
+def test_sweep_removes_what_a_killed_holder_left(make, made):
+    holder = _holder(make)
     try:
         ready, *left = holder.stdout.readline().split()
-        assert ready == "ready" and len(left) == 2
+        assert ready == "ready" and len(left) == made
     finally:
         holder.kill()  # SIGKILL: no handler runs
         holder.wait(timeout=60)
     tag = netlab.tag_of(left[0])  # another test's pair may live meanwhile: only this one goes
-    assert set(left) == set(netlab.sweep(tag))  # its two namespaces
+    assert set(left) == set(netlab.sweep(tag))  # its namespaces
     assert netlab.leftovers(tag) == []
 
 
@@ -122,6 +131,31 @@ def test_the_shaped_link_holds_its_rate():
     with netlab.NetPair(rate="50mbit") as net:
         qdisc = net.run("a", ["tc", "qdisc", "show", "dev", net.dev["a"]]).stdout
         assert "tbf" in qdisc and "50Mbit" in qdisc
+
+
+@needs_netns
+def test_four_hosts_reach_each_other_through_the_switch_each_link_shaped_both_ways():
+    with netlab.NetHosts(4, rate="50mbit") as net:
+        ports = netlab._ip("-n", net.switch, "-o", "link", "show", "master", net.bridge).stdout
+        assert sorted(net.port.values()) == sorted(
+            line.split()[1].split("@")[0] for line in ports.splitlines()
+        )
+        switch_qdiscs = netlab._ip("netns", "exec", net.switch, "tc", "qdisc", "show").stdout
+        for side in net.sides:  # each host's egress, and the bridge port's towards the host
+            own = net.run(side, ["tc", "qdisc", "show", "dev", net.dev[side]]).stdout
+            assert "tbf" in own and "50Mbit" in own
+            assert f"dev {net.port[side]} root" in switch_qdiscs
+        assert switch_qdiscs.count("50Mbit") == 4
+        listen = "import socket; s = socket.create_server(('', 9)); print(1, flush=True); "
+        listen += "[s.accept() for _ in range(3)]"
+        server = net.popen("a", [sys.executable, "-c", listen], stdout=subprocess.PIPE, text=True)
+        assert server.stdout.readline().strip() == "1"
+        reach = "import socket, sys; socket.create_connection((sys.argv[1], 9), 5)"
+        for side in "bcd":  # each other host reaches host a
+            done = net.run(side, [sys.executable, "-c", reach, net.addr["a"]])
+            assert done.returncode == 0, done.stderr
+        server.wait(timeout=10)
+    assert netlab.leftovers(net.tag) == []
 
 
 @needs_netns

@@ -1,5 +1,6 @@
 """Four hosts on one switch (network namespaces on a bridge, each host's link shaped): ddp across
-them, one process each, trains like one process, and probe-link reads each link's rate."""
+them, one process each, trains like one process, and probe-link reads each link's rate. (ddp
+across two hosts joined by one link is the schedulers' tests' and tune's two-host tests'.)"""
 
 import json
 import subprocess
@@ -50,6 +51,8 @@ def test_four_hosts_train_like_one_process_and_probe_their_links(tmp_path):
     workers = json.loads((tmp_path / "mn" / "metrics.json").read_text())["workers"]
     assert sorted(w["address"] for w in workers) == sorted(net.addr.values())
     assert all(f"({address})" in said for address in net.addr.values())  # the run names them
+    for side in "bcd":  # each names where its rendezvous is and that it is not its own
+        assert f"from {net.addr[side]} on {net.dev[side]}; another node hosts" in said
     link = json.loads((tmp_path / "link.json").read_text())
     largest = link["ops"]["all_reduce"]["points"][-1]
     assert link["world_size"] == 4 and largest["bytes"] >= 2 << 20

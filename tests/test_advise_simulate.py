@@ -172,3 +172,22 @@ def test_zero1_is_simulated_as_the_rank_that_owns_the_most(monkeypatch):
     shares = zero1_shares(sizes, 2)
     assert got["rank"] == 1 == shares.index(max(shares))
     assert got["Optstate"] >= 2 * shares[1]
+
+
+@pytest.mark.parametrize("row", ["ddp", "ddp+zero1", "fsdp"])
+def test_every_case_counts_the_ranks_batch(row):
+    """The rank's batch (inputs and targets, made before the tracker) is in every case's peak:
+    FSDPMemTracker's "Inputs", MemTracker's "Other" (it has no inputs category); before, DDP's
+    cases left it out (the guide's MLP at batch 64 on 2 ranks: 128,256 bytes under dpwise's own
+    measured ddp run)."""
+    from dpwise.advise.cases import cases
+    from dpwise.advise.footprint import sample, tensors
+    from dpwise.advise.simulate_run import peak
+    from dpwise.workload.spec import resolve_workload
+
+    spec = {**SMALL, "model": "simple"}
+    workload = resolve_workload("simple", {}, None, {}, "auto")
+    batch = sum(t.numel() * t.element_size() for t in tensors(sample(workload.load_data(0), 4)))
+    case = next(c for c in cases("fp32") if c.row == row)
+    got = peak(spec, case, 2, 4, fake=False)
+    assert got["Inputs" if case.shards_model else "Other"] == batch == 4 * (1000 * 4 + 8)

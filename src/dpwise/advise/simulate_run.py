@@ -87,12 +87,15 @@ def _busiest_owner(workload: Any, spec: dict[str, Any], world: int) -> int:
 def _steps(workload: Any, model: Any, spec: dict[str, Any], case: Case, x: Any, y: Any,
            fake: bool) -> dict[str, int]:  # fmt: skip
     """The case's wrapper over ``model``, two steps under the tracker (autocast where the case
-    is in mixed precision, as dpwise trains): the second step's peak by category."""
-    from dpwise.advise.footprint import step_loss
+    is in mixed precision, as dpwise trains): the second step's peak by category. The batch
+    (``x``, ``y``) is counted in every case, as a rank holds it through its step."""
+    from dpwise.advise.footprint import step_loss, tensors
 
     model, opt, tracker = (_fsdp if case.shards_model else _ddp)(model, spec, case, fake)
-    if case.shards_model:
-        tracker.track_inputs((x,))
+    if case.shards_model:  # the rank's batch, inputs and targets, made before the tracker
+        tracker.track_inputs((x, y))
+    else:  # MemTracker has no inputs category: its "Other"
+        tracker.track_external(*tensors((x, y)))
     with tracker:
         for step in range(2):
             with _autocast(case.precision, case.device):

@@ -33,7 +33,7 @@ def _on_every_host(net: netlab.NetHosts, argv: list[str], meanwhile=lambda: None
 
 @needs_netns
 @pytest.mark.slow
-def test_four_hosts_train_like_one_process_and_probe_their_links(tmp_path):
+def test_four_hosts_train_like_one_process(tmp_path):
     assert REASON is None, REASON
     single = {}
 
@@ -43,16 +43,23 @@ def test_four_hosts_train_like_one_process_and_probe_their_links(tmp_path):
     with netlab.NetHosts(4, rate=RATE) as net:
         endpoint = f"{net.addr['a']}:{PORT}"
         said = _on_every_host(net, _train_args(tmp_path / "mn", endpoint, 4), train_single)
-        probe = [sys.executable, "-m", "dpwise", "probe-link", "--nnodes", "4", "--nproc", "1",
-                 "--rdzv-endpoint", f"{net.addr['a']}:{PORT + 1}", "--max-bytes", "2MiB",
-                 "--timeout", "60", "--out", str(tmp_path / "link.json")]  # fmt: skip
-        _on_every_host(net, probe)
     assert max_abs_diff(single, load_state(tmp_path / "mn" / "final.pt")) <= 1e-5
     workers = json.loads((tmp_path / "mn" / "metrics.json").read_text())["workers"]
     assert sorted(w["address"] for w in workers) == sorted(net.addr.values())
     assert all(f"({address})" in said for address in net.addr.values())  # the run names them
     for side in "bcd":  # each names where its rendezvous is and that it is not its own
         assert f"from {net.addr[side]} on {net.dev[side]}; another node hosts" in said
+    assert netlab.leftovers(net.tag) == []
+
+
+@needs_netns
+@pytest.mark.slow
+def test_probe_link_across_four_hosts_reads_each_links_rate(tmp_path):
+    with netlab.NetHosts(4, rate=RATE) as net:
+        probe = [sys.executable, "-m", "dpwise", "probe-link", "--nnodes", "4", "--nproc", "1",
+                 "--rdzv-endpoint", f"{net.addr['a']}:{PORT}", "--max-bytes", "2MiB",
+                 "--timeout", "60", "--out", str(tmp_path / "link.json")]  # fmt: skip
+        _on_every_host(net, probe)
     link = json.loads((tmp_path / "link.json").read_text())
     largest = link["ops"]["all_reduce"]["points"][-1]
     assert link["world_size"] == 4 and largest["bytes"] >= 2 << 20

@@ -71,7 +71,8 @@ def render(answer: Answer) -> str:
         lines += _memory_table(answer["memory"])
     simulated = answer.get("simulated")
     if simulated:
-        lines += ["", "Simulated (PyTorch's own DDP, ZeRO-1 and FSDP2 on a fake process group of the ranks):"]
+        heading = "Simulated (PyTorch's own DDP, ZeRO-1 and FSDP2 on a fake process group):"
+        lines += ["", heading]
         lines += [f"  {_simulated(name, sim)}" for name, sim in simulated.items()]
     lines += ["", "What would change the answer:", *(f"  • {c}" for c in answer["changes"])]
     lines += ["", "Facts:"]

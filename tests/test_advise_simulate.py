@@ -183,3 +183,19 @@ def test_every_case_counts_the_ranks_batch(row):
     case = next(c for c in cases("fp32") if c.row == row)
     got = peak(spec, case, 2, 4, fake=False)
     assert got["Inputs" if case.shards_model else "Other"] == batch == 4 * (1000 * 4 + 8)
+
+
+def test_a_model_with_branches_is_simulated_as_its_launch_line_runs_it(run_here, monkeypatch):
+    """A head picked by the batch: ddp is simulated with find_unused_parameters, as advise's
+    launch line has it (without, its second step fails); fsdp's rows say why fsdp cannot run
+    it, as advise does, instead of running it."""
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    got = run_here("advise", "--gpus", "8", "--device-memory", "80", "--model",
+                   "trapmodels:branching_model", "--simulate", "--json")  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    sims = json.loads(got.stdout)["simulated"]
+    assert sims["ddp"]["why_not"] is None and sims["ddp+zero1"]["peak_bytes"] > 0, sims
+    for row in ("fsdp", "fsdp --no-reshard-after-forward"):
+        assert (
+            sims[row]["why_not"].startswith("--strategy fsdp:") and "branch" in sims[row]["why_not"]
+        )

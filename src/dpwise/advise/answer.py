@@ -192,33 +192,52 @@ def advise(req: AdviseRequest) -> Answer:
         "projection": projected,
         "measured": results is not None,
         "memory": memory,
-        "simulated": _simulated(req, results, world, settings, memory) if req.simulate else None,
+        "simulated": (
+            _simulated(req, results, world, settings, memory, (refused, ddp_flags))
+            if req.simulate
+            else None
+        ),
         "model": None if mf is None else facts_dict(mf),
         "facts": as_dict(facts),
     }
 
 
 def _simulated(
-    req: AdviseRequest, results: dict | None, world: int, s: Settings, memory: Any
+    req: AdviseRequest,
+    results: dict | None,
+    world: int,
+    s: Settings,
+    memory: Any,
+    needs: tuple[dict[str, str], tuple[str, ...]],
 ) -> dict[str, Any]:
     """Each simulated case at ``world`` ranks (dpwise.advise.simulate), its busiest rank
-    beside the formula's, and the difference (share of the simulated figure)."""
+    beside the formula's, and the difference (share of the simulated figure). ``needs``: the
+    strategies the model rules out (why) and the flags ddp needs (model_checks)."""
     from dpwise.advise import simulate
     from dpwise.advise.cases import cases as find_cases
 
+    refused, ddp_flags = needs
     model, args, data, data_args, loss = _workload(req, results)
     cases = find_cases(s.precision)
     if model is None:
         why = "no model to simulate (--params gives a count, not a model)"
         return {c.row: {"world_size": world, "why_not": why} for c in cases}
     spec = {"model": model, "model_args": args, "data": data, "data_args": data_args,
-            "loss": loss, "optimizer": s.optimizer, "momentum": s.momentum}  # fmt: skip
-    sizes = [None if memory is None else _busiest_bytes(memory[c.formula_row]) for c in cases]
-    got = simulate.simulate(spec, list(zip(cases, sizes, strict=True)), world, s.batch_size,
+            "loss": loss, "optimizer": s.optimizer, "momentum": s.momentum,
+            "find_unused_parameters": "--find-unused-parameters" in ddp_flags}  # fmt: skip
+    runs = [c for c in cases if c.strategy not in refused]
+    sizes = {
+        c.row: None if memory is None else _busiest_bytes(memory[c.formula_row]) for c in cases
+    }
+    got = simulate.simulate(spec, [(c, sizes[c.row]) for c in runs], world, s.batch_size,
                             req.simulate_timeout)  # fmt: skip
+    sims = {sim.strategy: sim for sim in got}
     found = {}
-    for case, size, sim in zip(cases, sizes, got, strict=True):
-        formula = size if case.formula else None
+    for case in cases:
+        sim = sims.get(case.row) or simulate.Simulated(
+            case.row, world, None, {}, 0.0, refused.get(case.strategy)
+        )
+        formula = sizes[case.row] if case.formula else None
         diff = None
         if sim.peak_bytes and formula is not None:
             diff = (formula - sim.peak_bytes) / sim.peak_bytes

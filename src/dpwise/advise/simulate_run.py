@@ -150,7 +150,8 @@ def _ddp(model: Any, spec: dict[str, Any], case: Case, fake: bool) -> tuple[Any,
     if fake:
         ddp_module._verify_param_shape_across_processes = lambda *a, **k: None
     try:
-        wrapped = ddp_module.DistributedDataParallel(model)
+        unused = bool(spec.get("find_unused_parameters"))  # as advise's launch line says
+        wrapped = ddp_module.DistributedDataParallel(model, find_unused_parameters=unused)
     finally:
         ddp_module._verify_param_shape_across_processes = check
     wrapped.register_comm_hook(None, _bucket_as_is)

@@ -111,15 +111,30 @@ def test_the_private_apis_are_detected_not_assumed(monkeypatch):
     assert simulate.missing() == "this torch has no torch.no_such_module.FakeStore"
 
 
-@pytest.mark.parametrize("row", ["ddp", "ddp+zero1", "fsdp"])
-def test_fake_tensors_match_real_ones_on_a_transformer_at_eight_ranks(row):
+TRANSFORMER = {"layers": 2, "dim": 64, "heads": 4, "vocab": 128}
+
+
+@pytest.mark.parametrize(
+    ("model", "args", "row"),
+    [
+        ("transformer", TRANSFORMER, "ddp"),
+        ("transformer", TRANSFORMER, "ddp+zero1"),
+        ("transformer", TRANSFORMER, "fsdp"),
+        ("simfaults:tied", {}, "ddp"),
+        ("simfaults:tied", {}, "fsdp"),
+        ("simple", {}, "fsdp"),
+    ],
+)
+def test_fake_tensors_match_real_ones_at_eight_ranks(monkeypatch, model, args, row):
     """The same steps with fake tensors and with real ones, in this process (a fake process
-    group each time): on a transformer every category matches to the byte."""
+    group each time): every category matches to the byte, on a transformer, on a model whose
+    output layer shares the embedding's weight (fake tensors made two of it once: GPT-2's
+    parameters and their AdamW state were counted twice), and on the guide's MLP."""
     from dpwise.advise.cases import cases
     from dpwise.advise.simulate_run import peak
 
-    spec = {**SMALL, "model": "transformer",
-            "model_args": {"layers": 2, "dim": 64, "heads": 4, "vocab": 128}}  # fmt: skip
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    spec = {**SMALL, "model": model, "model_args": args}
     case = next(c for c in cases("fp32") if c.row == row)
     real = peak(spec, case, 8, 4, fake=False)
     fake = peak(spec, case, 8, 4, fake=True)

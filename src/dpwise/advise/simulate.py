@@ -29,10 +29,11 @@ PRIVATE = (
     ("torch.distributed.optim", "ZeroRedundancyOptimizer._partition_parameters"),
 )
 MEMORY_LIMIT = 4 * 2**30  # bytes of address space a simulation may take (fake tensors take none)
-# Where the formula puts the busiest rank within this, the simulation runs real tensors: exact.
-# Above it, fake tensors. On the guide's MLP (1000→512→10, AdamW), fake tensors counted the
-# optimizer's state at 13× what real ones hold (6.6 MiB against 0.50 MiB at 8 ranks); on a
-# transformer they matched real tensors byte for byte (tests/test_advise_simulate.py).
+# Where the formula puts the busiest rank within this, the simulation runs real tensors: exact
+# by construction, with no patch to DDP. Above it, fake tensors, which matched real ones to the
+# byte on every model tested (tests/test_advise_simulate.py) once tied weights were tied again
+# (before, fake tensors counted GPT-2's tied embedding twice; an earlier version also counted
+# the guide's MLP's fsdp optimizer state at 6.6 MiB against 0.50 MiB, for a reason not found).
 REAL_LIMIT = 1 * 2**30
 
 

@@ -51,9 +51,24 @@ def peak(spec: dict[str, Any], case: Case, world: int, rows: int, fake: bool) ->
         with torch.device("meta"):  # no memory; a deepcopy in it makes no fake mode of its own
             model = workload.build_model()
         with FakeTensorMode(allow_non_fake_inputs=True):  # the meta model's tensors made fake
-            model.to_empty(device=case.device)
+            _to_empty_tied(model, case.device)
             fx, fy = (map_tensors(t, _zeros) if t is not None else None for t in (x, y))
             return {**_steps(workload, model, spec, case, fx, fy, fake), "rank": rank}
+
+
+def _to_empty_tied(model: Any, device: str) -> None:
+    """``model.to_empty(device)``, its tied parameters tied again: to_empty gives each module a
+    new Parameter where the tensor's type changes (meta to fake), so a weight two modules share
+    (GPT-2's embedding and output layer) became two, and was counted twice."""
+    shared: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        shared.setdefault(id(param), []).append(name)
+    model.to_empty(device=device)
+    for first, *others in (names for names in shared.values() if len(names) > 1):
+        param = model.get_parameter(first)
+        for name in others:
+            owner, _, attr = name.rpartition(".")
+            setattr(model.get_submodule(owner), attr, param)
 
 
 @contextlib.contextmanager

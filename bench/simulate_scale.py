@@ -4,7 +4,7 @@ ddp+zero1 and fsdp, on built-in and library models at 8, 64 and 1,024 ranks. Eac
 rank count is one `dpwise advise --gpus N --device-memory 80 --model M --simulate --json`
 (global batch 256, AdamW, fp32); a model the simulation cannot run says why.
 
-Run: .venv/bin/python bench/simulate_scale.py [--ranks 8,64,1024]
+Run: .venv/bin/python bench/simulate_scale.py [--ranks 8,64,1024] [--models simple,cnn]
 """
 
 from __future__ import annotations
@@ -68,11 +68,14 @@ def advise(model: str, args: list[str], ranks: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ranks", default="8,64,1024")
-    sizes = [int(n) for n in parser.parse_args().ranks.split(",")]
+    parser.add_argument("--models", default="", help="only these (comma-separated; default all)")
+    given = parser.parse_args()
+    sizes = [int(n) for n in given.ranks.split(",")]
+    only = set(filter(None, given.models.split(",")))
     print(f"{'model':<22}{'case':<11}{'ranks':>6}{'simulated MiB':>15}{'formula MiB':>13}"
           f"{'formula off':>13}{'tensors':>9}{'s':>6}")  # fmt: skip
     worst: dict[str, float] = {}
-    for model, args in MODELS:
+    for model, args in (m for m in MODELS if not only or m[0] in only):
         for n in sizes:
             start = time.perf_counter()
             sims = advise(model, args, n)
